@@ -1,0 +1,49 @@
+"""Fixtures every test area shares: where the real inputs live."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_GPU_TRACES = REPO.parent / "shared" / "fixtures" / "gpu-traces"
+OWN_GPU_TRACES = REPO / "tests" / "fixtures" / "gpu"
+TRANSFORMERS_SRC = REPO / "build" / "src" / "transformers-5.17.0"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_gpu_traces() -> Path:
+    """Real H200 traces of HuggingFace transformers models (torch 2.11, no CallFrom)."""
+    if not SHARED_GPU_TRACES.is_dir():
+        pytest.fail(f"{SHARED_GPU_TRACES} is missing: CI and sessions have ../shared beside the repo")
+    return SHARED_GPU_TRACES
+
+
+@pytest.fixture(scope="session")
+def own_gpu_traces() -> Path:
+    """Our own H200 captures (tests/fixtures/gpu/README.md says how they were made)."""
+    return OWN_GPU_TRACES
+
+
+@pytest.fixture(scope="session")
+def transformers_src() -> Path:
+    """transformers==5.17.0 unpacked by `make setup` (the code behind the shared GPU traces)."""
+    if not (TRANSFORMERS_SRC / "transformers").is_dir():
+        pytest.fail(f"{TRANSFORMERS_SRC} is missing: run `make setup`")
+    return TRANSFORMERS_SRC
+
+
+@pytest.fixture(scope="session")
+def sglang_root() -> Path:
+    """The installed sglang==0.5.23 package's parent directory (so paths read `sglang/srt/...`)."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or spec.origin is None:
+        pytest.fail("sglang is not installed: run `make setup`")
+    return Path(spec.origin).resolve().parent.parent

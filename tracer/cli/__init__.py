@@ -1,0 +1,51 @@
+"""The `kerneltrace` command line: one module per command, registered here."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from tracer import __version__
+
+# command name -> module under tracer.cli defining a click command called `command`.
+# Modules import their heavy dependencies (torch, libcst, graphviz) inside the command body,
+# so `kerneltrace --help` stays fast.
+COMMANDS = {
+    "scan": "scan",
+    "rules": "rules",
+    "explain": "explain",
+    "graph": "graph",
+    "report": "report",
+    "annotate": "annotate",
+    "diff": "diff",
+    "profile": "profile",
+}
+
+
+class LazyGroup(click.Group):
+    """Imports a command's module only when that command runs (or help lists it)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module_name = COMMANDS.get(name)
+        if module_name is None:
+            return None
+        try:
+            module = importlib.import_module(f"tracer.cli.{module_name}")
+        except ModuleNotFoundError as err:  # a command not built yet in this checkout
+            if err.name == f"tracer.cli.{module_name}":
+                return None
+            raise
+        return module.command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kerneltrace")
+def main() -> None:
+    """Find which line of Python launched each hot GPU kernel, and why it is there.
+
+    Exit codes: 0 ok, 1 findings at or above --fail-on, 2 usage or input error.
+    """

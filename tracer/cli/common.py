@@ -1,0 +1,52 @@
+"""What every command shares: one-line input errors (exit 2), consoles, JSON output."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+import orjson
+
+from tracer.errors import InputError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reports_input_errors(func: F) -> F:
+    """Turn an `InputError` into its one line on stderr and exit code 2 (never a traceback)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except InputError as err:
+            click.echo(f"kerneltrace: error: {err}", err=True)
+            sys.exit(EXIT_INPUT)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def print_json(data: Any) -> None:
+    """Machine output on stdout: orjson, indented, with dataclasses and non-str keys handled."""
+    sys.stdout.buffer.write(
+        orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    )
+    sys.stdout.buffer.write(b"\n")
+    sys.stdout.flush()
+
+
+def stdout_console():  # -> rich.console.Console
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+def stderr_console():  # -> rich.console.Console (progress bars, notes)
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
