@@ -137,3 +137,5 @@ class Trace:
     meta: TraceMeta
     events: EventTable
     notes: list[str] = field(default_factory=list)  # what the loader tolerated or dropped, in words
+    # Autograd's fwdbwd flows: backward cpu_op row -> the forward cpu_op row it differentiates.
+    fwdbwd: dict[int, int] = field(default_factory=dict)

@@ -32,6 +32,7 @@ class Finding:
     peak_fraction: float | None = None  # gbps / device peak
     shapes: tuple[str, ...] = ()  # "Input Dims"/"Input type" of the launching op, summarised
     waste: str | None = None  # e.g. "cast of the whole 1.1 GB buffer, then indexed"
+    bytes_basis: str | None = None  # how bytes_per_call was found: "shapes" (exact), "estimate", "device"
 
     @property
     def per_call_ns(self) -> float:

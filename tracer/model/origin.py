@@ -24,6 +24,11 @@ class Frame:
         return f"{self.file}{line}: {self.function}"
 
 
+def _is_plumbing(frame: Frame) -> bool:
+    """Frames every caller shares: built-ins, ``nn.Module`` markers, torch's own Python code."""
+    return frame.file.startswith(("<", "torch/")) or frame.file == "nn.Module"
+
+
 @dataclass(frozen=True)
 class Origin:
     """The chain from scope ranges down to a source line, for one launch context.
@@ -53,12 +58,22 @@ class Origin:
         return f"{self.file}:{self.line}" if self.line is not None else self.file
 
     @property
+    def caller_frame(self) -> Frame | None:
+        """The innermost frame of the caller's own code (not a built-in, nn.Module marker or torch)."""
+        return next((f for f in reversed(self.frames) if not _is_plumbing(f)), None)
+
+    @property
     def key(self) -> str:
         """What groups kernels into one origin across steps and layers: the line, else the context."""
         if self.file is not None and self.line is not None:
             return f"{self.file}:{self.line}"
         if self.frames:
-            return self.frames[-1].label + " > " + " > ".join(self.ops)
+            # Built-in calls (`linear`, `cat`) and torch's module plumbing are shared by every
+            # caller, so the caller's own frame keys the origin (they alone would merge them all).
+            own = self.caller_frame or self.frames[-1]
+            builtin = self.frames[-1]
+            via = f" > {builtin.function}" if builtin is not own and builtin.file.startswith("<") else ""
+            return own.label + via + " > " + " > ".join(self.ops)
         if self.ops:
             return " > ".join(self.ops)
         return "<graph replay>" if self.replay else "<unknown>"
@@ -83,6 +98,9 @@ class Attributions:
     op_rows: array = field(default_factory=lambda: array("q"))
     origin_ids: array = field(default_factory=lambda: array("q"))
     origins: list[Origin] = field(default_factory=list)
+    # "gpu": rows are kernels/memcpys/memsets; "cpu": the trace has no GPU activity, so rows are its
+    # leaf CPU ops (no CPU op inside them) and op_rows[i] == gpu_rows[i].
+    time_basis: str = "gpu"
 
     def __len__(self) -> int:
         return len(self.gpu_rows)

@@ -1,0 +1,74 @@
+"""`kerneltrace annotate`: the input trace, each attributed GPU event's args naming its origin line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.graph import derived_output
+
+
+def attribute_trace(trace: str, source: tuple[str, ...], sites: str | None):
+    """The join's `Attributions` of `trace`, with sites found as `tracer.api.explain_trace` finds them."""
+    from tracer.api import read_sites
+    from tracer.errors import InputError
+    from tracer.join import attribute, sites_for_trace
+    from tracer.load import load_trace
+
+    roots = [Path(p) for p in source]
+    for root in roots:
+        if not root.exists():
+            raise InputError(root, "no such source directory or file (--source)")
+    loaded = load_trace(trace)
+    if sites is not None:
+        site_list = read_sites(Path(sites))
+    elif roots:
+        site_list = sites_for_trace(loaded, roots)
+    else:
+        site_list = None
+    return attribute(loaded, site_list, source_roots=roots)
+
+
+@click.command(name="annotate")
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--source",
+    "source",
+    multiple=True,
+    type=click.Path(exists=True),
+    help="Root of the code that ran (repeatable): finds source lines and scans for sites.",
+)
+@click.option(
+    "--sites", type=click.Path(exists=True, dir_okay=False), help="Sites file from `kerneltrace scan`."
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Annotated trace to write; gzip when it ends in .gz [default: TRACE-NAME.annotated.json.gz].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@reports_input_errors
+def command(
+    trace: str, source: tuple[str, ...], sites: str | None, output: str | None, as_json: bool
+) -> None:
+    """Write TRACE again with `origin` (file:line), `site`, `source`, `rule` and `confidence` in the
+    args of every GPU event whose origin line is known. Open it in Perfetto or chrome://tracing and
+    click a kernel to see the line that launched it. Nothing else in the trace changes.
+    """
+    from tracer.render.annotate import write_annotated_trace
+    from tracer.render.escape import terminal
+
+    attributions = attribute_trace(trace, source, sites)
+    summary = write_annotated_trace(
+        attributions, Path(output) if output else derived_output(trace, ".annotated.json.gz")
+    )
+    if as_json:
+        print_json(summary)
+        return
+    stdout_console().print(
+        f"wrote {terminal(summary.path)}: {summary.annotated} of {summary.gpu_events} GPU events "
+        f"name their origin ({summary.origins} origins)"
+    )

@@ -1,0 +1,121 @@
+"""`kerneltrace diff`: compare two traces (before/after a change) per origin and kernel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.graph import TraceOptions, analyse, trace_options, write_graph_file
+
+CHANGE_STYLES = {"faster": "green", "vanished": "green", "slower": "red", "new": "dark_orange", "same": "dim"}
+
+
+def _percent(ratio: float | None) -> str:
+    return "" if ratio is None else f"{(ratio - 1) * 100:+.0f}%"
+
+
+def _time(ns: float) -> str:
+    from tracer.graph.labels import format_ns
+
+    return format_ns(ns) if ns else "-"
+
+
+def print_diff(diff, top: int) -> None:  # diff: tracer.explain.diff.AnalysisDiff
+    """The diff for people: step and total time, then one row per origin, biggest change first."""
+    import posixpath
+
+    from rich.table import Table
+
+    from tracer.graph.labels import format_count, format_ns
+    from tracer.render.escape import terminal
+
+    console = stdout_console()
+    unit = "/step" if diff.per == "step" else ""
+    basis = "GPU time" if diff.time_basis == "gpu" else "CPU op time"
+    if diff.before_step_ns is not None and diff.after_step_ns is not None:
+        console.print(
+            f"step time {format_ns(diff.before_step_ns)} → {format_ns(diff.after_step_ns)} "
+            f"({_percent(diff.step_ratio)})"
+        )
+    less = "less" if diff.gpu_delta_ns < 0 else "more"
+    console.print(
+        f"{basis}{unit} {format_ns(diff.before_gpu_ns)} → {format_ns(diff.after_gpu_ns)} "
+        f"({format_ns(abs(diff.gpu_delta_ns))} {less})"
+    )
+    table = Table(title=f"{basis} per origin, biggest change first", title_justify="left")
+    table.add_column("origin (kernels)", overflow="fold", ratio=1, min_width=16)
+    table.add_column("change", no_wrap=True)
+    table.add_column(f"time{unit}", justify="right", no_wrap=True)
+    table.add_column("Δ", justify="right", no_wrap=True)
+    table.add_column(f"calls{unit}", justify="right", no_wrap=True)
+    for row in diff.origins[:top]:
+        style = CHANGE_STYLES.get(row.change, "")
+        where = posixpath.basename(row.where) if row.location != "?" else row.where
+        if row.before_key:
+            where += f" (was line {row.before_key.rsplit(':', 1)[-1]})"
+        sign = "-" if row.delta_ns < 0 else "+"
+        change = row.change if row.change in ("new", "vanished") else f"{row.change} {_percent(row.ratio)}"
+        shown = ", ".join(row.kernels[:2]) + (
+            f" +{len(row.kernels) - 2} more" if len(row.kernels) > 2 else ""
+        )
+        kernels = terminal(shown)
+        table.add_row(
+            f"{terminal(where)}\n[dim]{kernels}[/]",
+            f"[{style}]{change}[/]",
+            f"{_time(row.before_ns)} → {_time(row.after_ns)}",
+            f"[{style}]{sign}{format_ns(abs(row.delta_ns))}[/]",
+            f"{format_count(row.before_calls)} → {format_count(row.after_calls)}",
+        )
+    console.print(table)
+    if len(diff.origins) > top:
+        console.print(f"({len(diff.origins) - top} more origins: --top N or --json)")
+    for note in diff.notes:
+        console.print(f"note: {terminal(note)}")
+
+
+@click.command(name="diff")
+@click.argument("before", type=click.Path(exists=True, dir_okay=False))
+@click.argument("after", type=click.Path(exists=True, dir_okay=False))
+@trace_options
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also draw the graph coloured by change: .svg .png .pdf .dot .graphml .json.",
+)
+@click.option(
+    "--top", type=click.IntRange(min=1), default=15, show_default=True, help="Origins listed and drawn."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole diff as JSON.")
+@reports_input_errors
+def command(
+    before: str,
+    after: str,
+    options: TraceOptions,
+    output: str | None,
+    top: int,
+    as_json: bool,
+) -> None:
+    """Compare BEFORE and AFTER traces: GPU time and calls per step of every origin and kernel.
+
+    Origins match by file:line, then by source text when lines moved; new and vanished ones are marked.
+    """
+    from tracer.explain.diff import diff_analyses
+
+    old = analyse(before, options)
+    new = analyse(after, options)
+    diff = diff_analyses(old, new)
+    if output:
+        from tracer.graph.diff import build_diff_graph
+
+        write_graph_file(build_diff_graph(old, new, top=top), Path(output))
+    if as_json:
+        print_json(diff.to_dict())
+        return
+    print_diff(diff, top)
+    if output:
+        from tracer.render.escape import terminal
+
+        stdout_console().print(f"wrote {terminal(output)}")

@@ -1,0 +1,101 @@
+"""`kerneltrace explain TRACE`: the hot kernels of a profiler trace, each with the line that launched it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracer.cli.common import print_json, reports_input_errors, stdout_console
+
+WIDTH_WHEN_PIPED = 200
+JSON_SHAPE = """\b
+--json prints one object (all findings, ranked; numbers in ns, bytes, GB/s):
+  trace, time_basis ("gpu" | "cpu"), device, peak_gbps, total_ns, window_ns,
+  gpu_busy_fraction, steps, step_ns, layers, attributed_fraction,
+  replay_fraction, replay_attributed_fraction, rank, notes [str],
+  findings [{kernel, kernel_short, category, calls, total_ns, per_call_ns,
+    share, steps, calls_per_step, invariant, bytes_per_call, bytes_basis,
+    gbps, peak_fraction, shapes [str], waste,
+    origin {location, key, file, line, source, site_id, rule, confidence,
+            evidence [str], ranges [str], frames [{file, function,
+            def_line, call_line}], ops [str], replay, candidates [str]}}]"""
+
+
+@click.command(epilog=JSON_SHAPE, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("trace", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Source root (repeatable) to scan for sites and read line text from, e.g. site-packages.",
+)
+@click.option(
+    "--sites", type=click.Path(path_type=Path, dir_okay=False), help="Sites from `kerneltrace scan --json`."
+)
+@click.option(
+    "--top", type=click.IntRange(min=1), default=None, help="Rows to show (default 15; --json: all)."
+)
+@click.option("--layers", type=click.IntRange(min=1), default=None, help="The model's layer count.")
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="HuggingFace config.json (layers, experts).",
+)
+@click.option(
+    "--step-range", default=None, help="Name (or prefix) of the record_function range that is one step."
+)
+@click.option(
+    "--peak-gbps",
+    type=float,
+    default=None,
+    help="Device peak memory bandwidth in GB/s (overrides the table).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (shape below).")
+@click.option("--markdown", is_flag=True, help="Markdown for pasting into an issue.")
+@reports_input_errors
+def command(
+    trace: Path,
+    sources: tuple[Path, ...],
+    sites: Path | None,
+    top: int | None,
+    layers: int | None,
+    config: Path | None,
+    step_range: str | None,
+    peak_gbps: float | None,
+    as_json: bool,
+    markdown: bool,
+) -> None:
+    """Rank the GPU kernels of TRACE (a torch.profiler .json/.json.gz) by time, and say for each which
+    Python line launched it, how often per step (and whether that is once per layer), how many bytes it
+    moves per call and how close that runs to the device's peak bandwidth. Also says how much of the
+    time the GPU sat idle (launch-bound). Traces without GPU activity are explained by CPU op time.
+    """
+    from tracer.api import explain_trace
+
+    analysis = explain_trace(
+        trace,
+        source=sources,
+        sites=sites,
+        layers=layers,
+        config=config,
+        step_range=step_range,
+        peak_gbps=peak_gbps,
+    )
+    if as_json:
+        data = analysis.to_dict()
+        if top is not None:
+            data["findings"] = data["findings"][:top]
+        print_json(data)
+    elif markdown:
+        from tracer.render.markdown import render_markdown
+
+        click.echo(render_markdown(analysis, top=top or 15), nl=False)
+    else:
+        from tracer.render.table import print_table
+
+        console = stdout_console()
+        if not console.is_terminal:  # piped or captured: wide enough that the table does not fold
+            console.width = max(console.width, WIDTH_WHEN_PIPED)
+        print_table(analysis, console, top=top or 15)

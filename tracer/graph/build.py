@@ -1,0 +1,412 @@
+"""`build_graph`: the one call graph every renderer draws, built from an `Analysis`'s findings.
+
+The graph is a calling-context tree (root -> scopes -> Python functions -> source site -> aten op
+chain) whose leaves point at shared kernel nodes, so a kernel's in-edges sum to its GPU time.
+Findings outside ``top``/``min_share`` fold into one "other" node under the deepest node they share
+with the kept ones. Every number on a node or edge is a sum of `Finding` fields (per-step figures
+divide by the analysis' step count); renderers only format them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from tracer.graph.context import FUNCTION, OPS, SCOPE, SITE, Step, origin_steps
+from tracer.model import Analysis, Finding
+
+ROOT, KERNEL, OTHER = "root", "kernel", "other"
+NODE_KINDS = (ROOT, SCOPE, FUNCTION, SITE, OPS, KERNEL, OTHER)
+ROOT_ID = "root"
+OTHER_FLOOR = 0.02  # an "other" node smaller than this share (or min_share) folds into its parent's
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One finding of one analysis (side: "" for a single graph, "before"/"after" for a diff)."""
+
+    side: str
+    finding: Finding
+    steps: int | None
+
+
+@dataclass
+class _Context:
+    """A node of the calling-context tree while it is being built."""
+
+    step: Step
+    key_path: tuple[str, ...]
+    chain: list[Step] = field(default_factory=list)  # merged function frames, outermost first
+    children: dict[tuple[str, str], _Context] = field(default_factory=dict)
+    findings: list[_Entry] = field(default_factory=list)  # kernels launched right here
+    others: list[_Entry] = field(default_factory=list)  # findings folded into "other" below here
+    raw_names: set[str] = field(default_factory=set)
+
+    def child(self, step: Step) -> _Context:
+        node = self.children.get((step.kind, step.key))
+        if node is None:
+            node = _Context(step, self.key_path + (f"{step.kind}:{step.key}",), chain=[step])
+            self.children[(step.kind, step.key)] = node
+        if step.raw:
+            node.raw_names.add(step.raw)
+        return node
+
+    def entries(self) -> Iterable[_Entry]:
+        yield from self.findings
+        yield from self.others
+        for child in self.children.values():
+            yield from child.entries()
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.blake2b("\0".join(parts).encode(), digest_size=6).hexdigest()
+
+
+def _kernel_id(kernel: str) -> str:
+    return f"{KERNEL}:{_digest(kernel)}"
+
+
+def _context_id(node: _Context) -> str:
+    return f"{node.step.kind}:{_digest(*node.key_path)}"
+
+
+def _select(entries: Sequence[_Entry], top: int | None, min_share: float) -> set[int]:
+    """Indexes of the entries drawn in full: each side's `top` heaviest at or above `min_share`."""
+    kept: set[int] = set()
+    by_side: dict[str, list[int]] = defaultdict(list)
+    for index, entry in enumerate(entries):
+        by_side[entry.side].append(index)
+    for indexes in by_side.values():
+        ranked = sorted(indexes, key=lambda i: (-entries[i].finding.total_ns, entries[i].finding.kernel))
+        ranked = [i for i in ranked if entries[i].finding.share >= min_share]
+        kept.update(ranked if top is None else ranked[:top])
+    return kept
+
+
+def _per_step_ns(entry: _Entry) -> float:
+    return entry.finding.total_ns / entry.steps if entry.steps else float(entry.finding.total_ns)
+
+
+def _select_changes(
+    entries: Sequence[_Entry], contexts: Sequence[Hashable], top: int | None, min_share: float
+) -> set[int]:
+    """For a diff: the entries of the `top` contexts (path and kernel) whose time per step changed
+    most, by at least `min_share` of the larger side's total; both sides of a kept context are kept."""
+    change: dict[Hashable, float] = defaultdict(float)
+    totals: dict[str, float] = defaultdict(float)
+    for entry, context in zip(entries, contexts, strict=True):
+        ns = _per_step_ns(entry)
+        change[context] += -ns if entry.side == "before" else ns
+        totals[entry.side] += ns
+    floor = min_share * max(totals.values(), default=0.0)
+    ranked = sorted(change, key=lambda context: -abs(change[context]))
+    ranked = [context for context in ranked if abs(change[context]) >= floor and change[context] != 0]
+    chosen = set(ranked if top is None else ranked[:top])
+    return {i for i, context in enumerate(contexts) if context in chosen}
+
+
+def _others_share(entries: Sequence[_Entry]) -> float:
+    per_side: dict[str, float] = defaultdict(float)
+    for entry in entries:
+        per_side[entry.side] += entry.finding.share
+    return max(per_side.values(), default=0.0)
+
+
+def _lift_small_others(node: _Context, floor: float) -> None:
+    """Move each "other" under `floor` up to its parent's, bottom-up: a few sizeable "other" nodes
+    read better than one sliver per node, and the function runs they leave can merge."""
+    for child in node.children.values():
+        _lift_small_others(child, floor)
+        if child.others and _others_share(child.others) < floor:
+            node.others.extend(child.others)
+            child.others = []
+
+
+def _compress_functions(node: _Context) -> None:
+    """Merge runs of function nodes with one child each: a 30-frame stack prefix becomes one node."""
+    while (
+        node.step.kind == FUNCTION
+        and len(node.children) == 1
+        and not node.findings
+        and not node.others
+        and next(iter(node.children.values())).step.kind == FUNCTION
+    ):
+        (only,) = node.children.values()
+        node.chain.extend(only.chain)
+        node.children = only.children
+        node.findings = only.findings
+        node.others = only.others
+        node.key_path = only.key_path
+    for child in node.children.values():
+        _compress_functions(child)
+
+
+class _Totals:
+    """Sums of finding fields for one node or edge, per side."""
+
+    def __init__(self) -> None:
+        self.time_ns: dict[str, int] = defaultdict(int)
+        self.share: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self.calls_per_step: dict[str, float | None] = {}
+        self.steps: dict[str, int | None] = {}
+        self.category_time: dict[str, int] = defaultdict(int)
+        self.findings: list[Finding] = []
+
+    def add(self, entry: _Entry) -> None:
+        finding, side = entry.finding, entry.side
+        self.time_ns[side] += finding.total_ns
+        self.share[side] += finding.share
+        self.calls[side] += finding.calls
+        self.steps[side] = entry.steps
+        previous = self.calls_per_step.get(side, 0.0)
+        self.calls_per_step[side] = (
+            None if previous is None or finding.calls_per_step is None else previous + finding.calls_per_step
+        )
+        self.category_time[finding.category] += finding.total_ns
+        self.findings.append(finding)
+
+    def time_ns_all(self) -> int:
+        return sum(self.time_ns.values())
+
+    def attributes(self, sides: Sequence[str]) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        if self.category_time:
+            attrs["category"] = max(self.category_time.items(), key=lambda item: (item[1], item[0]))[0]
+        for side in sides:
+            prefix = f"{side}_" if side and side != sides[-1] else ""
+            steps = self.steps.get(side)
+            time_ns = self.time_ns.get(side, 0)
+            calls = self.calls.get(side, 0)
+            attrs[prefix + "time_ns"] = time_ns
+            attrs[prefix + "share"] = self.share.get(side, 0.0)
+            attrs[prefix + "calls"] = calls
+            attrs[prefix + "calls_per_step"] = self.calls_per_step.get(side) if calls else 0.0
+            attrs[prefix + "ns_per_step"] = time_ns / steps if steps else None
+            attrs[prefix + "per_call_ns"] = time_ns / calls if calls else None
+        attrs["findings"] = len(self.findings)
+        # Per-call figures of a single finding carry over unchanged; several findings have no one value.
+        single = {(f.bytes_per_call, f.gbps, f.peak_fraction) for f in self.findings}
+        if len(single) == 1:
+            attrs["bytes_per_call"], attrs["gbps"], attrs["peak_fraction"] = next(iter(single))
+        # The explain stage's words (once per layer; whole buffer cast then indexed), where they agree.
+        for name in ("invariant", "waste"):
+            said = {getattr(f, name) for f in self.findings} - {None}
+            if len(said) == 1:
+                attrs[name] = next(iter(said))
+        return attrs
+
+
+def _entries(analyses: Sequence[tuple[str, Analysis]]) -> list[_Entry]:
+    return [
+        _Entry(side, finding, analysis.steps) for side, analysis in analyses for finding in analysis.findings
+    ]
+
+
+def build_context_graph(
+    analyses: Sequence[tuple[str, Analysis]], *, top: int | None = None, min_share: float = 0.0
+) -> nx.DiGraph:
+    """The graph of one or more analyses drawn over one tree (sides "" or "before"/"after").
+
+    With two sides, sites match by source text (a fix moves lines), as `diff_analyses` matches them,
+    and the contexts kept are those whose share of time changed most.
+    """
+    entries = _entries(analyses)
+    sides = [side for side, _ in analyses]
+    by_text = len(analyses) > 1
+    paths = [tuple(origin_steps(entry.finding.origin, site_by_text=by_text)) for entry in entries]
+    # A diff shows what changed most; one analysis shows what costs most.
+    if by_text:
+        contexts = [
+            (tuple((s.kind, s.key) for s in path), e.finding.kernel)
+            for path, e in zip(paths, entries, strict=True)
+        ]
+        kept = _select_changes(entries, contexts, top, min_share)
+    else:
+        kept = _select(entries, top, min_share)
+
+    root = _Context(Step(ROOT, ROOT_ID, ROOT_ID), ())
+    for index in sorted(kept):
+        node = root
+        for step in paths[index]:
+            node = node.child(step)
+        node.findings.append(entries[index])
+    for index, entry in enumerate(entries):
+        if index in kept:
+            continue
+        node = root
+        for step in paths[index]:
+            nxt = node.children.get((step.kind, step.key))
+            if nxt is None:
+                break
+            node = nxt
+        node.others.append(entry)
+    _lift_small_others(root, max(min_share, OTHER_FLOOR))
+    for child in root.children.values():
+        _compress_functions(child)
+
+    emitter = _Emitter(sides)
+    emitter.emit(root)
+    emitter.finish_kernels()
+    _mark_hot_path(emitter.graph, entries, kept, emitter.leaf_paths)
+    return emitter.graph
+
+
+def _context_attributes(node: _Context) -> dict[str, Any]:
+    step = node.step
+    attrs: dict[str, Any] = {"kind": step.kind, "label": step.label, "key": step.key, "detail": step.detail}
+    if step.kind == FUNCTION:
+        attrs["where"] = step.where
+    if step.kind == FUNCTION and len(node.chain) > 1:
+        # a merged run of frames: named by its last (innermost) frame, all of them listed
+        last = node.chain[-1]
+        attrs.update(label=last.label, where=last.where, key=last.key)
+        attrs["frames"] = [f"{s.label} ({s.where})" if s.where else s.label for s in node.chain]
+        attrs["detail"] = "\n".join(s.detail for s in node.chain)
+    if step.kind == SCOPE and len(node.raw_names) > 1:
+        attrs["merged"] = len(node.raw_names)
+    if step.kind == SITE:
+        origins = [entry.finding.origin for entry in node.entries()]
+        best = max(origins, key=lambda origin: origin.confidence)
+        attrs.update(
+            location=best.location,
+            file=best.file,
+            line=best.line,
+            source=best.source,
+            rule=best.rule,
+            site_id=best.site_id,
+            confidence=best.confidence,
+            evidence=list(best.evidence),
+        )
+    return attrs
+
+
+def _totals(entries: Iterable[_Entry]) -> _Totals:
+    totals = _Totals()
+    for entry in entries:
+        totals.add(entry)
+    return totals
+
+
+class _Emitter:
+    """Writes the tree into a networkx graph: context nodes, shared kernel nodes, "other" nodes."""
+
+    def __init__(self, sides: Sequence[str]) -> None:
+        self.graph = nx.DiGraph()
+        self.sides = sides
+        self.kernel_entries: dict[str, list[_Entry]] = defaultdict(list)
+        self.leaf_paths: dict[int, list[str]] = {}  # id(entry) -> node ids from the root to its kernel
+
+    def emit(self, node: _Context, parent_id: str | None = None, path: tuple[str, ...] = ()) -> None:
+        graph, sides = self.graph, self.sides
+        node_id = ROOT_ID if node.step.kind == ROOT else _context_id(node)
+        totals = _totals(node.entries())
+        graph.add_node(node_id, **_context_attributes(node), **totals.attributes(sides))
+        if parent_id is not None:
+            graph.add_edge(parent_id, node_id, **_edge_attributes(totals, sides))
+        path = path + (node_id,)
+        # Heaviest first: graphviz keeps insertion order among siblings, so the hot path reads leftmost.
+        for child in sorted(node.children.values(), key=lambda c: -_totals(c.entries()).time_ns_all()):
+            self.emit(child, node_id, path)
+        by_kernel: dict[str, list[_Entry]] = defaultdict(list)
+        for entry in node.findings:
+            by_kernel[entry.finding.kernel].append(entry)
+            self.leaf_paths[id(entry)] = [*path, _kernel_id(entry.finding.kernel)]
+        for kernel, kernel_entries in sorted(by_kernel.items(), key=lambda kv: -_totals(kv[1]).time_ns_all()):
+            kernel_id = _kernel_id(kernel)
+            if kernel_id not in graph:
+                finding = kernel_entries[0].finding
+                graph.add_node(
+                    kernel_id,
+                    kind=KERNEL,
+                    label=finding.kernel_short,
+                    key=kernel,
+                    detail=kernel,
+                    kernel=kernel,
+                )
+            self.kernel_entries[kernel].extend(kernel_entries)
+            graph.add_edge(node_id, kernel_id, **_edge_attributes(_totals(kernel_entries), sides))
+        if node.others:
+            other_totals = _totals(node.others)
+            kernels = {entry.finding.kernel for entry in node.others}
+            other_id = f"{OTHER}:{_digest(*node.key_path)}"
+            graph.add_node(
+                other_id,
+                kind=OTHER,
+                label="other",
+                key=OTHER,
+                detail=f"{len(node.others)} smaller findings of {len(kernels)} kernels",
+                kernels=len(kernels),
+                **other_totals.attributes(sides),
+            )
+            graph.add_edge(node_id, other_id, **_edge_attributes(other_totals, sides))
+
+    def finish_kernels(self) -> None:
+        """A kernel node sums every edge into it (the same kernel launched from several places)."""
+        for kernel, entries in self.kernel_entries.items():
+            node = self.graph.nodes[_kernel_id(kernel)]
+            node.update(_totals(entries).attributes(self.sides))
+            node["category"] = entries[0].finding.category
+
+
+def _edge_attributes(totals: _Totals, sides: Sequence[str]) -> dict[str, Any]:
+    attrs = totals.attributes(sides)
+    attrs.pop("category", None)
+    return attrs
+
+
+def _mark_hot_path(
+    graph: nx.DiGraph, entries: Sequence[_Entry], kept: set[int], leaf_paths: dict[int, list[str]]
+) -> None:
+    for node_id in graph:
+        graph.nodes[node_id]["hot"] = False
+    for edge in graph.edges:
+        graph.edges[edge]["hot"] = False
+    last_side = entries[-1].side if entries else ""
+    candidates = [i for i in kept if entries[i].side == last_side]
+    if not candidates:
+        graph.graph["hot_path"] = []
+        return
+    heaviest = max(candidates, key=lambda i: (entries[i].finding.total_ns, entries[i].finding.kernel))
+    hot_path = leaf_paths[id(entries[heaviest])]
+    for node_id in hot_path:
+        graph.nodes[node_id]["hot"] = True
+    for u, v in itertools.pairwise(hot_path):
+        graph.edges[u, v]["hot"] = True
+    graph.graph["hot_path"] = hot_path
+
+
+def build_graph(analysis: Analysis, *, top: int | None = None, min_share: float = 0.0) -> nx.DiGraph:
+    """The call graph of `analysis`: the `top` heaviest findings at or above `min_share` (0..1) in
+    full, the rest folded into "other" nodes. ``graph.graph`` carries the analysis' totals and the
+    hot path (node ids from the root to the heaviest finding's kernel)."""
+    graph = build_context_graph([("", analysis)], top=top, min_share=min_share)
+    root = graph.nodes[ROOT_ID]
+    root["label"] = analysis.trace
+    graph.graph.update(analysis_summary(analysis), top=top, min_share=min_share, diff=False)
+    return graph
+
+
+def analysis_summary(analysis: Analysis, prefix: str = "") -> dict[str, Any]:
+    fields = (
+        "trace",
+        "device",
+        "time_basis",
+        "total_ns",
+        "window_ns",
+        "steps",
+        "step_ns",
+        "layers",
+        "peak_gbps",
+        "gpu_busy_fraction",
+        "attributed_fraction",
+        "replay_fraction",
+        "rank",
+    )
+    return {prefix + name: getattr(analysis, name) for name in fields}

@@ -1,0 +1,60 @@
+"""`write_graph`: the call graph as GraphML (yEd, Gephi, networkx) or node-link JSON, by suffix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import orjson
+
+from tracer.errors import InputError
+
+GRAPH_SUFFIXES = (".graphml", ".json")
+
+
+def _graphml_value(value: Any) -> Any:
+    """GraphML holds scalars only: lists become lines of text; None is left out by the caller."""
+    if isinstance(value, (list, tuple)):
+        return "\n".join(str(item) for item in value)
+    return value
+
+
+def _graphml_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {key: _graphml_value(value) for key, value in attrs.items() if value is not None}
+
+
+def to_graphml_ready(graph: nx.DiGraph) -> nx.DiGraph:
+    """A copy of `graph` whose every attribute GraphML can store."""
+    ready = nx.DiGraph()
+    ready.graph.update(_graphml_attrs(graph.graph))
+    for node, attrs in graph.nodes(data=True):
+        ready.add_node(node, **_graphml_attrs(attrs))
+    for u, v, attrs in graph.edges(data=True):
+        ready.add_edge(u, v, **_graphml_attrs(attrs))
+    return ready
+
+
+def node_link(graph: nx.DiGraph) -> dict[str, Any]:
+    """The graph as node-link data (``nodes``, ``edges``, ``graph``), JSON-ready."""
+    return nx.node_link_data(graph, edges="edges")
+
+
+def write_graph(graph: nx.DiGraph, path: str | Path) -> Path:
+    """Write `graph` to `path` as GraphML (``.graphml``) or node-link JSON (``.json``)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in GRAPH_SUFFIXES:
+        raise InputError(
+            path, f"unknown graph format {suffix or '(no suffix)'}; use one of {', '.join(GRAPH_SUFFIXES)}"
+        )
+    try:
+        if suffix == ".graphml":
+            nx.write_graphml(to_graphml_ready(graph), path)
+        else:
+            path.write_bytes(
+                orjson.dumps(node_link(graph), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+            )
+    except OSError as err:
+        raise InputError(path, f"cannot write: {err.strerror or err}") from err
+    return path

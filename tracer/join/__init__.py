@@ -1,0 +1,34 @@
+"""The join: every GPU kernel/memcpy/memset of a `Trace` -> its `Origin` (ops, ranges, frames, line)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracer.join.attribute import attribute
+from tracer.join.frames import is_user_frame, parse_frame
+from tracer.join.source_lines import SourceLines
+from tracer.model.events import Cat, Trace
+from tracer.model.site import Site
+
+__all__ = ["attribute", "sites_for_trace", "trace_source_files"]
+
+
+def trace_source_files(trace: Trace, source_roots: Sequence[str | Path]) -> list[Path]:
+    """The files under `source_roots` that the trace's Python frames name (user code only)."""
+    table = trace.events
+    names = {table.name[r] for r, c in enumerate(table.cat) if c == Cat.PYTHON_FUNCTION}
+    files = {parse_frame(name).file for name in names if is_user_frame(name)}
+    source = SourceLines(source_roots)
+    found = {source.find(file) for file in files}
+    return sorted(path for path in found if path is not None)
+
+
+def sites_for_trace(trace: Trace, source_roots: Sequence[str | Path], **scan_options) -> list[Site]:
+    """Scan (with `tracer.static.scan`) only the files under `source_roots` the trace's frames name."""
+    from tracer.static import scan
+
+    files = trace_source_files(trace, source_roots)
+    if not files:
+        return []
+    return list(scan(files, **scan_options).sites)

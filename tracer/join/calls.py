@@ -1,0 +1,96 @@
+"""Calls inside a user frame: what a call is named, which site methods it may be, and its order."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from tracer.join.frames import builtin_name, is_builtin, parse_call_from, parse_frame, same_file
+from tracer.join.sites import OP_METHODS
+from tracer.model.events import NONE, Cat, EventTable
+
+if TYPE_CHECKING:
+    from tracer.join.attribute import _Join
+
+_CPU_OP, _PYTHON = Cat.CPU_OP, Cat.PYTHON_FUNCTION
+
+
+class CallOrder:
+    """For a call C inside a run of user frame U: its rank among U's calls of the same name."""
+
+    def __init__(self, join: _Join) -> None:
+        self.join = join
+        self._positions: dict[int, dict[int, tuple[int, int]]] = {}
+        self._children: dict[int, list[int]] | None = None
+
+    def position(self, user: int, call: int) -> tuple[int, int]:
+        """(k, n): C is the k-th (0-based) of n same-name calls in this run of U."""
+        positions = self._positions.get(user)
+        if positions is None:
+            positions = self._positions[user] = self._rank(user)
+        return positions.get(call, (0, 1))
+
+    def _rank(self, user: int) -> dict[int, tuple[int, int]]:
+        table = self.join.table
+        names = table.name
+        calls = sorted(self._calls_in(user), key=lambda r: table.ts_ns[r])
+        by_name: dict[str, list[int]] = defaultdict(list)
+        for row in calls:
+            by_name[call_name(names[row])].append(row)
+        ranks: dict[int, tuple[int, int]] = {}
+        for rows in by_name.values():
+            for k, row in enumerate(rows):
+                ranks[row] = (k, len(rows))
+        return ranks
+
+    def _calls_in(self, user: int) -> list[int]:
+        if self._children is None:
+            self._children = self._index_children()
+        return self._children.get(user, [])
+
+    def _index_children(self) -> dict[int, list[int]]:
+        """Child frames and direct top-level ops of every frame (only frames that have any)."""
+        join = self.join
+        children: dict[int, list[int]] = defaultdict(list)
+        parents = join.frame_parents
+        for ordered in join.sorted_frames.values():
+            for row in ordered:
+                parent = parents[row]
+                if parent != NONE:
+                    children[parent].append(row)
+        for row in join.top_ops:
+            frame = join.innermost_frame.get(row, NONE)
+            if frame != NONE:
+                children[frame].append(row)
+        return children
+
+
+def call_name(name: str) -> str:
+    """What makes calls "the same" for ordering: the builtin's method, else the event name."""
+    if is_builtin(name):
+        return builtin_name(name) or name
+    return name
+
+
+def methods_of_call(name: str, cat: int) -> tuple[str, ...]:
+    """The site methods a call can come from: ``<built-in method to ...>`` -> ("to",)."""
+    if cat == _CPU_OP:
+        return OP_METHODS.get(name, ())
+    if is_builtin(name):
+        method = builtin_name(name)
+        return (method,) if method else ()
+    if name.startswith("nn.Module: "):
+        return ()
+    return (parse_frame(name).function,)
+
+
+def call_from_line(table: EventTable, call: int, user: int) -> int | None:
+    """The exact line in U that made call C, from C's CallFrom (torch >= 2.14)."""
+    if table.cat[call] != _PYTHON:
+        return None
+    args = table.args[call]
+    where = parse_call_from(args.get("CallFrom")) if args else None
+    if where is None:
+        return None
+    file, line = where
+    return line if same_file(file, parse_frame(table.name[user]).file) else None

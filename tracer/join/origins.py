@@ -1,0 +1,298 @@
+"""Build one `Origin` per distinct launch context, deduplicated, with its line, confidence and evidence."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from tracer.join.calls import call_from_line, methods_of_call
+from tracer.join.dtypes import copy_dtypes
+from tracer.join.frames import MODULE_FILE, parse_call_from, parse_frame, same_file
+from tracer.join.ranking import rank_sites
+from tracer.join.sites import SiteIndex, choose_site
+from tracer.join.source_lines import SourceLines
+from tracer.model.events import NONE, Cat, Trace
+from tracer.model.origin import Frame, Origin
+from tracer.model.ranges import parse_site_range
+from tracer.model.site import Site
+
+if TYPE_CHECKING:
+    from tracer.join.attribute import _Join
+    from tracer.join.calls import CallOrder
+
+_CPU_OP, _RANGE = Cat.CPU_OP, Cat.USER_ANNOTATION
+_EMPTY = 0  # id of the empty chain in every chain table
+_INSTANCE_SUFFIX = re.compile(r"_\d+$")
+
+
+class _Chains:
+    """Interned tuples built by appending one element to an interned parent tuple."""
+
+    def __init__(self) -> None:
+        self.tuples: list[tuple[Any, ...]] = [()]
+        self._ids: dict[tuple[int, Any], int] = {}
+
+    def extend(self, parent: int, item: Any) -> int:
+        key = (parent, item)
+        found = self._ids.get(key)
+        if found is None:
+            found = self._ids[key] = len(self.tuples)
+            self.tuples.append(self.tuples[parent] + (item,))
+        return found
+
+
+class OriginBuilder:
+    """Turns join contexts into `Origin`s; identical contexts share one Origin (one index)."""
+
+    def __init__(self, trace: Trace, sites: SiteIndex, source: SourceLines, use_call_from: bool) -> None:
+        self.trace = trace
+        self.sites = sites
+        self.source = source
+        self.use_call_from = use_call_from
+        self.origins: list[Origin] = []
+        self._origin_index: dict[Origin, int] = {}
+        self._by_context: dict[tuple[Any, ...], int] = {}
+        self._frame_chains = _Chains()  # of (frame name, CallFrom text)
+        self._op_chains = _Chains()  # of op names
+        self._range_chains = _Chains()  # of range names (ProfilerStep#N excluded)
+        self._frame_chain_of: dict[int, int] = {NONE: _EMPTY}
+        self._op_context_of: dict[int, tuple[int, int, int]] = {NONE: (_EMPTY, _EMPTY, NONE)}
+        self._frames_of_chain: dict[int, tuple[Frame, ...]] = {}
+
+    def origin_id(self, join: _Join, anchor: int, replay: bool, calls: CallOrder) -> int:
+        table = join.table
+        if anchor == NONE:
+            return self._intern(("unlaunched",), lambda: Origin(evidence=("no launch or CPU op found for it",)))
+        op_chain, range_chain, forward = self._op_context(join, anchor)
+        if forward != NONE and not replay:
+            return self._backward(join, forward, op_chain, range_chain, calls)
+        frame = join.innermost_frame.get(anchor, NONE)
+        frame_chain = self._frame_chain(join, frame)
+        user = call = NONE
+        k = n = 0
+        if not replay:
+            user, call = join.user_call(anchor, frame)
+            if user != NONE and call != NONE and self._needs_order(table, call):
+                k, n = calls.position(user, call)
+        target = source_dtype = None
+        if table.cat[anchor] == _CPU_OP:
+            target, source_dtype = copy_dtypes(table.name[anchor], table.args[anchor])
+        context = (frame_chain, op_chain, range_chain, replay, k, n, target, source_dtype)
+        found = self._by_context.get(context)
+        if found is not None:
+            return found
+        origin = self._build(
+            join, anchor, replay, frame_chain, op_chain, range_chain, user, call, k, n, target, source_dtype
+        )
+        index = self._origin_index.get(origin)
+        if index is None:
+            index = self._origin_index[origin] = len(self.origins)
+            self.origins.append(origin)
+        self._by_context[context] = index
+        return index
+
+    def _backward(self, join: _Join, forward: int, op_chain: int, range_chain: int, calls: CallOrder) -> int:
+        """A backward op is explained by its forward op's line (autograd's fwdbwd flow links them)."""
+        forward_id = self.origin_id(join, forward, False, calls)
+
+        def make() -> Origin:
+            origin = self.origins[forward_id]
+            return replace(
+                origin,
+                ops=self._op_chains.tuples[op_chain],
+                ranges=self._range_chains.tuples[range_chain] or origin.ranges,
+                evidence=(
+                    f"backward of {join.table.name[forward]} (autograd fwdbwd flow); its forward line:",
+                    *origin.evidence,
+                ),
+            )
+
+        return self._intern(("backward", forward_id, op_chain, range_chain), make)
+
+    def _intern(self, context: tuple[Any, ...], make) -> int:
+        found = self._by_context.get(context)
+        if found is None:
+            origin = make()
+            found = self._origin_index.get(origin)
+            if found is None:
+                found = self._origin_index[origin] = len(self.origins)
+                self.origins.append(origin)
+            self._by_context[context] = found
+        return found
+
+    def _needs_order(self, table, call: int) -> bool:
+        if not self.sites:
+            return False
+        # CallFrom names the line of a frame call exactly; ops run directly in a frame have none.
+        return not (self.use_call_from and table.cat[call] == Cat.PYTHON_FUNCTION)
+
+    # -- chains ----------------------------------------------------------------------------------
+    def _frame_chain(self, join: _Join, frame: int) -> int:
+        memo = self._frame_chain_of
+        path = []
+        cur = frame
+        while cur not in memo:
+            path.append(cur)
+            cur = join.frame_parents[cur]
+        chain = memo[cur]
+        names, args = join.table.name, join.table.args
+        for row in reversed(path):
+            row_args = args[row]
+            call_from = row_args.get("CallFrom") if row_args else None
+            chain = memo[row] = self._frame_chains.extend(chain, (names[row], call_from))
+        return chain
+
+    def _op_context(self, join: _Join, row: int) -> tuple[int, int, int]:
+        """(op chain id, range chain id, the forward op row if this runs in a backward op)."""
+        memo = self._op_context_of
+        path = []
+        cur = row
+        while cur not in memo:
+            path.append(cur)
+            cur = join.op_parents[cur]
+        ops, ranges, forward = memo[cur]
+        table = join.table
+        fwdbwd = self.trace.fwdbwd
+        for r in reversed(path):
+            cat, name = table.cat[r], table.name[r]
+            if cat == _CPU_OP:
+                ops = self._op_chains.extend(ops, name)
+                forward = fwdbwd.get(r, forward)
+            elif cat == _RANGE and not name.startswith("ProfilerStep#"):
+                ranges = self._range_chains.extend(ranges, name)
+            memo[r] = (ops, ranges, forward)
+        return ops, ranges, forward
+
+    def _frames(self, chain: int) -> tuple[Frame, ...]:
+        frames = self._frames_of_chain.get(chain)
+        if frames is None:
+            items = self._frame_chains.tuples[chain]
+            built = []
+            for i, (name, _) in enumerate(items):
+                frame = parse_frame(name)
+                if frame.file == MODULE_FILE:
+                    # `nn.Module: LlamaDecoderLayer_3`: the instance number splits one line's
+                    # origin into one per layer; the class is what the origin needs.
+                    frame = replace(frame, function=_INSTANCE_SUFFIX.sub("", frame.function))
+                child_call = parse_call_from(items[i + 1][1]) if i + 1 < len(items) else None
+                if child_call is not None and same_file(child_call[0], frame.file):
+                    frame = replace(frame, call_line=child_call[1])
+                built.append(frame)
+            frames = self._frames_of_chain[chain] = tuple(built)
+        return frames
+
+    # -- the line ---------------------------------------------------------------------------------
+    def _build(
+        self, join, anchor, replay, frame_chain, op_chain, range_chain, user, call, k, n, target, source_dtype
+    ) -> Origin:
+        table = join.table
+        frames = self._frames(frame_chain)
+        ops = self._op_chains.tuples[op_chain]
+        ranges = self._range_chains.tuples[range_chain]
+        base = Origin(ranges=ranges, frames=frames, ops=ops)
+        if replay:
+            return replace(
+                base,
+                replay=True,
+                evidence=(
+                    f"replayed from a CUDA graph ({table.name[anchor]}): the trace links it to the "
+                    "replay call only, not to the capture-time line",
+                ),
+            )
+        site_range = next((r for r in map(parse_site_range, reversed(ranges)) if r is not None), None)
+        if site_range is not None:
+            site = self.sites.by_id.get(site_range.site_id)
+            return self._at_line(
+                base,
+                site_range.path,
+                site_range.line,
+                site,
+                1.0,
+                (f"inside kerneltrace site range kt:site:{site_range.site_id}",),
+            )
+        if user == NONE:
+            if not frames:
+                return self._ranked(base, target)
+            return replace(
+                base,
+                evidence=("only torch/stdlib frames around this op: no user frame to name a line in",),
+            )
+        user_frame = parse_frame(table.name[user])
+        methods = methods_of_call(table.name[call], table.cat[call]) if call != NONE else ()
+        label = f"`{user_frame.function}` ({user_frame.file}, def line {user_frame.def_line})"
+        if self.use_call_from and call != NONE:
+            line = call_from_line(table, call, user)
+            if line is not None:
+                site = next((s for s in self.sites.at_line(user_frame.file, line) if s.method in methods), None)
+                return self._at_line(
+                    base, user_frame.file, line, site, 1.0, (f"CallFrom names line {line} of {label}",)
+                )
+        if not self.sites:
+            return replace(
+                base,
+                file=user_frame.file,
+                evidence=(f"ran in {label}; no static sites given to pick the line",),
+            )
+        if not methods:
+            return replace(
+                base, file=user_frame.file, evidence=(f"ran in {label}", _no_site_reason(table, call, user_frame))
+            )
+        choice = choose_site(
+            self.sites.in_function(user_frame.file, user_frame.def_line),
+            methods,
+            nth=k,
+            calls=n,
+            target_dtype=target,
+            function=user_frame.function,
+            source_dtype=source_dtype,
+        )
+        if choice.site is None:
+            return replace(base, file=user_frame.file, evidence=(f"ran in {label}", *choice.evidence))
+        origin = self._at_line(base, user_frame.file, choice.site.line, choice.site, choice.confidence, choice.evidence)
+        if choice.candidates:
+            origin = replace(origin, candidates=tuple(f"{user_frame.file}:{s.line}" for s in choice.candidates))
+        return origin
+
+    def _at_line(
+        self, base: Origin, file: str, line: int, site: Site | None, confidence: float, evidence: tuple[str, ...]
+    ) -> Origin:
+        text = self.source.line(file, line)
+        if text is None and site is not None:
+            text = site.text.splitlines()[0].strip() if site.text else None
+        if text is None and site is not None:
+            text = self.source.line(site.path, line)
+        return replace(
+            base,
+            file=file,
+            line=line,
+            source=text,
+            site_id=site.id if site is not None else None,
+            rule=(site.rule or None) if site is not None else None,
+            confidence=confidence,
+            evidence=evidence,
+        )
+
+    def _ranked(self, base: Origin, target: str | None) -> Origin:
+        ranking = rank_sites(self.sites, base.ops, base.ranges, target)
+        if not ranking.sites:
+            return replace(base, evidence=("no Python frames (with_stack=False)", *ranking.evidence))
+        best = ranking.sites[0]
+        origin = self._at_line(
+            base, best.path, best.line, best, ranking.confidence, ("a ranking, not a match:", *ranking.evidence)
+        )
+        return replace(origin, candidates=tuple(s.location for s in ranking.sites))
+
+
+def _no_site_reason(table, call: int, user_frame: Frame) -> str:
+    name = table.name[call] if call != NONE else "?"
+    where = f"`{user_frame.function}`"
+    if table.cat[call] == _CPU_OP if call != NONE else False:
+        return f"{name} runs directly in {where} (an operator such as `*`, not a call site kind)"
+    if name.startswith("nn.Module: "):
+        module = _INSTANCE_SUFFIX.sub("", name.removeprefix("nn.Module: "))
+        return f"a call of module {module} from {where}: module calls are not static sites"
+    return f"`{parse_frame(name).function}` from {where}: not a static site kind"
+
+
+__all__ = ["OriginBuilder"]

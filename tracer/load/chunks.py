@@ -1,0 +1,115 @@
+"""Split a trace's ``traceEvents`` array into chunks at event boundaries and parse them one by one.
+
+Kineto writes one event per line group, each starting on a new line at the array's indentation
+(``\\n  {``); nested objects sit deeper. Cutting the byte stream at the last such boundary of each
+block lets orjson parse a few MB at a time, so the whole parsed event list (~4x the JSON size in
+Python objects) never exists at once. Any other layout raises `Unchunkable` and the caller parses
+the document whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import orjson
+
+HEADER_LIMIT = 64 << 20  # the "traceEvents" key must appear within this many bytes
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_WHITESPACE = b" \t\r\n"
+
+
+class Unchunkable(Exception):
+    """The document is not laid out as Kineto writes it (or is not valid); parse it whole instead."""
+
+
+def parse_in_chunks(blocks: Iterable[bytes], on_events: Callable[[list[Any], int], None]) -> dict[str, Any]:
+    """Feed each parsed chunk of events (and its index of the first event) to `on_events`.
+
+    Returns the document's other top-level keys (those before and after ``traceEvents``).
+    """
+    stream = iter(blocks)
+    rest, header = _read_header(stream)
+    start = len(rest) - len(rest.lstrip(_WHITESPACE))
+    indent = _array_indent(rest[:start])
+    boundary = indent + b"{"
+    # `buffer` always starts with the whitespace before an event's "{", so that its first byte can
+    # become the "[" and the comma after the last whole event the "]": orjson then parses a view
+    # of the buffer in place, with no copy of the chunk.
+    buffer = bytearray(rest[start - 1 :] if start else b" " + rest)
+    del rest
+    first_index = 0
+    for block in stream:
+        buffer += block
+        cut = buffer.rfind(boundary, 1)
+        if cut <= 0:
+            continue
+        comma = _last_comma_before(buffer, cut)
+        buffer[0] = 0x5B  # "["
+        buffer[comma] = 0x5D  # "]"
+        with memoryview(buffer) as view:
+            events = _loads(view[: comma + 1])
+        del buffer[: cut + len(indent) - 1]
+        on_events(events, first_index)
+        first_index += len(events)
+        del events
+    # The last events, the array's end and any top-level keys after it.
+    buffer[0:1] = b'{"traceEvents":['
+    document = _loads(buffer)
+    del buffer
+    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+        raise Unchunkable("the end of the document is not the end of traceEvents")
+    on_events(document.pop("traceEvents"), first_index)
+    header.update(document)
+    return header
+
+
+def _read_header(stream: Iterator[bytes]) -> tuple[bytes, dict[str, Any]]:
+    """Read until just after ``"traceEvents": [``; parse the keys before it."""
+    buffer = b""
+    for block in stream:
+        buffer += block
+        match = _EVENTS_KEY.search(buffer)
+        if match is not None:
+            # Need the first event's leading whitespace too, so that the indentation is known.
+            while not buffer[match.end() :].lstrip(_WHITESPACE):
+                more = next(stream, None)
+                if more is None:
+                    break
+                buffer += more
+            head = buffer[: match.start()].strip(_WHITESPACE)
+            if not head.startswith(b"{"):
+                raise Unchunkable("not a JSON object")
+            if head.endswith(b","):
+                head = head[:-1]
+            header = _loads(head + b"}")
+            if not isinstance(header, dict):
+                raise Unchunkable("header is not an object")
+            return buffer[match.end() :], header
+        if len(buffer) > HEADER_LIMIT or not buffer.lstrip(_WHITESPACE).startswith(b"{"):
+            break
+    raise Unchunkable("no traceEvents array near the start")
+
+
+def _last_comma_before(buffer: bytearray, cut: int) -> int:
+    end = cut
+    while end > 0 and buffer[end - 1] in _WHITESPACE:
+        end -= 1
+    if end == 0 or buffer[end - 1] != 0x2C:  # ","
+        raise Unchunkable("events are not separated by commas at the array's indentation")
+    return end - 1
+
+
+def _array_indent(leading: bytes) -> bytes:
+    newline = leading.rfind(b"\n")
+    if newline < 0:
+        raise Unchunkable("events are not on their own lines")
+    return leading[newline:]
+
+
+def _loads(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as err:
+        raise Unchunkable(str(err)) from None

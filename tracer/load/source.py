@@ -1,0 +1,74 @@
+"""Open a trace file as a stream of decompressed byte blocks, sniffing gzip by its magic bytes."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from tracer.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+BLOCK_BYTES = 8 << 20  # read and decompress this much at a time: bounds the loader's working memory
+
+
+def check_readable(path: Path) -> None:
+    if not path.exists():
+        raise InputError(path, "no such file")
+    if path.is_dir():
+        raise InputError(path, "is a directory, not a trace file")
+    if path.stat().st_size == 0:
+        raise InputError(path, "empty file, not a profiler trace")
+
+
+def is_gzip(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(2) == GZIP_MAGIC
+
+
+def read_blocks(path: Path, notes: list[str] | None = None) -> Iterator[bytes]:
+    """Yield the file's decompressed bytes in blocks of about `BLOCK_BYTES`.
+
+    gzip is recognised by content, not by name: a plain JSON file named ``.gz`` still loads (with a
+    note), and other bytes named ``.gz`` are reported as not gzip.
+    """
+    check_readable(path)
+    if is_gzip(path):
+        yield from _gunzip_blocks(path)
+        return
+    with path.open("rb") as handle:
+        first = handle.read(BLOCK_BYTES)
+        if path.suffix == ".gz":
+            if not first.lstrip()[:1] in (b"{", b"["):
+                raise InputError(path, f"named .gz but is not gzip data (starts with {first[:8]!r})")
+            if notes is not None:
+                notes.append("file is named .gz but holds plain JSON; read it as JSON")
+        while first:
+            yield first
+            first = handle.read(BLOCK_BYTES)
+
+
+def _gunzip_blocks(path: Path) -> Iterator[bytes]:
+    # zlib with wbits=31 reads one gzip member; concatenated members (gzip -c a b) restart it, and
+    # bytes after the last member that are not gzip are ignored, as gzip(1) does.
+    inflater = zlib.decompressobj(31)
+    member_open = False  # fed bytes of a member whose end marker has not been seen yet
+    more_members = True
+    with path.open("rb") as handle:
+        while more_members and (compressed := handle.read(BLOCK_BYTES // 4)):
+            while compressed and more_members:
+                member_open = True
+                try:
+                    out = inflater.decompress(compressed, BLOCK_BYTES)
+                except zlib.error as err:
+                    raise InputError(path, f"corrupt gzip data ({err})") from None
+                if out:
+                    yield out
+                compressed = inflater.unconsumed_tail
+                if inflater.eof:
+                    member_open = False
+                    compressed = inflater.unused_data
+                    more_members = not compressed or compressed.startswith(GZIP_MAGIC)
+                    inflater = zlib.decompressobj(31)
+    if member_open:
+        raise InputError(path, "truncated gzip: the compressed stream ends before its end marker")

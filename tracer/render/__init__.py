@@ -1,0 +1,1 @@
+"""Renderings of an analysis and its graph: DOT/SVG/PNG, HTML report, annotated trace."""

@@ -1,0 +1,293 @@
+"""`scan()`: files -> sites, with the pre-filter, worker processes and the on-disk cache."""
+
+from __future__ import annotations
+
+import ast
+import multiprocessing
+import os
+import time
+import tokenize
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from io import BytesIO
+from pathlib import Path
+from typing import Literal
+
+from tracer.model.site import Site
+from tracer.static.cache import ScanCache, default_cache_dir, entry_key
+from tracer.static.files import SourceFile, discover
+from tracer.static.rules import RuleSet, load_rule_set
+
+MAX_FILE_BYTES = 8 * 1024 * 1024  # generated tables and vendored blobs: not code worth mapping
+_IN_PROCESS_BYTES = 1_500_000  # below this much uncached source, workers cost more than they save
+_CHUNK_BYTES = 400_000
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file the scan could not read or parse, and why, in one line."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """What a scan found: sites by risk (highest first), and what it could not read."""
+
+    sites: tuple[Site, ...]
+    files_scanned: int
+    skipped: tuple[SkippedFile, ...]
+    seconds: float
+    cache_hits: int
+
+    def to_dict(self) -> dict:
+        return {
+            "files_scanned": self.files_scanned,
+            "seconds": round(self.seconds, 3),
+            "cache_hits": self.cache_hits,
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "sites": [s.to_dict() for s in self.sites],
+        }
+
+
+@dataclass(frozen=True)
+class FileScan:
+    """One file's outcome: its sites, or why it was skipped; `notes` are single candidates lost."""
+
+    sites: tuple[Site, ...]
+    skipped: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+# ---- one file ----
+
+
+def decode_source(source: bytes) -> str:
+    """Text as Python reads it (PEP 263 coding cookie, BOM); ValueError when it cannot be."""
+    if b"\0" in source:
+        raise ValueError("binary file (contains NUL bytes)")
+    try:
+        encoding, _ = tokenize.detect_encoding(BytesIO(source).readline)
+    except SyntaxError as err:
+        raise ValueError(f"unknown source encoding: {err.msg if hasattr(err, 'msg') else err}") from None
+    try:
+        return source.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as err:
+        raise ValueError(f"undecodable as {encoding}: {err.reason if hasattr(err, 'reason') else err}") from None
+
+
+def scan_source(
+    source: bytes | str, relative: str, rules: RuleSet, *, prefilter: bool = True, patterns=None
+) -> FileScan:
+    """Sites in one file's source. `prefilter=False` runs the whole-file libcst reference path."""
+    from tracer.static import fastscan
+
+    raw = source.encode("utf-8") if isinstance(source, str) else source
+    if len(raw) > MAX_FILE_BYTES:
+        return FileScan((), f"too large to scan ({len(raw) / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)")
+    try:
+        text = source if isinstance(source, str) else decode_source(raw)
+    except ValueError as err:
+        return FileScan((), str(err))
+    if not prefilter:
+        return _scan_reference(raw, text, relative, rules)
+    pattern, aliases = patterns or (fastscan.prefilter_pattern(rules), fastscan.alias_pattern(rules))
+    hits = fastscan.hit_lines(raw, pattern, aliases)
+    if not hits:
+        return FileScan(())
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences in the scanned code are not ours
+            tree = ast.parse(raw, filename=relative)
+    except SyntaxError as err:
+        return FileScan((), _syntax_reason(err))
+    except (ValueError, RecursionError, MemoryError) as err:
+        return FileScan((), f"cannot parse: {type(err).__name__}: {err}")
+    sites, notes = fastscan.scan_tree(tree, text, hits, rules, relative)
+    return FileScan(number_sites(sites), None, tuple(notes))
+
+
+def _scan_reference(raw: bytes, text: str, relative: str, rules: RuleSet) -> FileScan:
+    import libcst as cst
+
+    from tracer.static.refscan import scan_module_reference
+
+    try:
+        compile(raw, relative, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        return FileScan((), _syntax_reason(err))
+    try:
+        sites = scan_module_reference(text, rules, relative)
+    except cst.ParserSyntaxError as err:
+        return FileScan((), f"libcst cannot parse: {err.message} (line {err.raw_line})")
+    return FileScan(number_sites(sites))
+
+
+def _syntax_reason(err: SyntaxError) -> str:
+    where = f" at line {err.lineno}" if err.lineno else ""
+    return f"syntax error{where}: {err.msg}"
+
+
+def number_sites(sites: list[Site]) -> tuple[Site, ...]:
+    """Sort by position and set `nth` among identical text in one function (keeps ids unique)."""
+    ordered = sorted(sites, key=lambda s: (s.line, s.col, s.rule))
+    seen: dict[tuple[str, str, str], int] = defaultdict(int)
+    numbered = []
+    for site in ordered:
+        key = (site.function, site.kind, site.text)
+        nth = seen[key]
+        seen[key] += 1
+        numbered.append(site if nth == site.nth else replace(site, nth=nth))
+    return tuple(numbered)
+
+
+# ---- workers ----
+
+_WORKER_RULES: RuleSet | None = None
+_WORKER_PATTERNS = None
+
+
+def _worker_init(rules: RuleSet) -> None:
+    global _WORKER_RULES, _WORKER_PATTERNS
+    from tracer.static import fastscan
+
+    _WORKER_RULES = rules
+    _WORKER_PATTERNS = (fastscan.prefilter_pattern(rules), fastscan.alias_pattern(rules))
+    import libcst  # noqa: F401  (pay the import once per worker, not in the first chunk)
+
+
+def _scan_chunk(chunk: list[tuple[str, str]]) -> list[FileScan]:
+    assert _WORKER_RULES is not None
+    results = []
+    for absolute, relative in chunk:
+        try:
+            source = Path(absolute).read_bytes()
+        except OSError as err:
+            results.append(FileScan((), f"cannot read: {err.strerror or err}"))
+            continue
+        results.append(_guarded(source, relative, _WORKER_RULES, _WORKER_PATTERNS))
+    return results
+
+
+def _guarded(source: bytes, relative: str, rules: RuleSet, patterns) -> FileScan:
+    try:
+        return scan_source(source, relative, rules, patterns=patterns)
+    except RecursionError:
+        return FileScan((), "cannot scan: nesting too deep")
+
+
+# ---- the public entry point ----
+
+
+def scan(
+    paths: Sequence[str | Path],
+    *,
+    rules_dirs: Sequence[Path] = (),
+    include: Sequence[str] = (),
+    jobs: int | None = None,
+    cache_dir: Path | None | Literal[False] = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ScanResult:
+    """Map every copy/cast/layout site under `paths` (files or directories).
+
+    `cache_dir=None` uses the default cache (`$XDG_CACHE_HOME/kerneltrace`), `False` disables it.
+    `progress(done, total)` is called as files finish. Raises `InputError` for a missing path or a
+    bad rule file; files that cannot be read or parsed are listed in `ScanResult.skipped`.
+    """
+    started = time.perf_counter()
+    rules = load_rule_set(rules_dirs)
+    files = discover(paths, include)
+    total = len(files)
+    sources: list[bytes | None] = []
+    for file in files:
+        try:
+            sources.append(file.absolute.read_bytes())
+        except OSError:
+            sources.append(None)
+    keys = [entry_key(f.relative, s, rules.digest) if s is not None else "" for f, s in zip(files, sources)]
+    cache = ScanCache(default_cache_dir() if cache_dir is None else cache_dir) if cache_dir is not False else None
+    cached = cache.get_many([k for k in keys if k]) if cache is not None else {}
+    results: dict[int, FileScan] = {}
+    todo: list[int] = []
+    for index, key in enumerate(keys):
+        if key in cached:
+            sites, skipped = cached[key]
+            results[index] = FileScan(tuple(sites), skipped)
+        elif sources[index] is None:
+            results[index] = FileScan((), "cannot read the file")
+        else:
+            todo.append(index)
+    cache_hits = len(results) - sum(1 for s in sources if s is None)
+    if progress:
+        progress(len(results), total)
+    fresh = _scan_files(files, sources, todo, rules, jobs, progress, len(results), total)
+    results.update(fresh)
+    if cache is not None:
+        cache.put_many((keys[i], list(r.sites), r.skipped) for i, r in fresh.items() if keys[i])
+        cache.close()
+    sites: list[Site] = []
+    skipped: list[SkippedFile] = []
+    for index, file in enumerate(files):
+        result = results[index]
+        sites.extend(result.sites)
+        if result.skipped:
+            skipped.append(SkippedFile(file.relative, result.skipped))
+        skipped.extend(SkippedFile(file.relative, note) for note in result.notes)
+    sites.sort(key=lambda s: (-s.risk, s.path, s.line, s.col))
+    return ScanResult(tuple(sites), total, tuple(skipped), time.perf_counter() - started, cache_hits)
+
+
+def _scan_files(
+    files: list[SourceFile],
+    sources: list[bytes | None],
+    todo: list[int],
+    rules: RuleSet,
+    jobs: int | None,
+    progress: Callable[[int, int], None] | None,
+    done: int,
+    total: int,
+) -> dict[int, FileScan]:
+    from tracer.static import fastscan
+
+    results: dict[int, FileScan] = {}
+    jobs = jobs or os.cpu_count() or 1
+    todo_bytes = sum(len(sources[i] or b"") for i in todo)
+    if jobs <= 1 or todo_bytes < _IN_PROCESS_BYTES:
+        patterns = (fastscan.prefilter_pattern(rules), fastscan.alias_pattern(rules))
+        for count, index in enumerate(todo, 1):
+            results[index] = _guarded(sources[index], files[index].relative, rules, patterns)  # type: ignore[arg-type]
+            if progress and (count % 20 == 0 or count == len(todo)):
+                progress(done + count, total)
+        return results
+    # Big files first so that no worker is left with a large file at the end; chunks of similar size.
+    order = sorted(todo, key=lambda i: -len(sources[i] or b""))
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    current_bytes = 0
+    for index in order:
+        current.append(index)
+        current_bytes += len(sources[index] or b"")
+        if current_bytes >= _CHUNK_BYTES:
+            chunks.append(current)
+            current, current_bytes = [], 0
+    if current:
+        chunks.append(current)
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(rules,)) as pool:
+        futures = {
+            pool.submit(_scan_chunk, [(str(files[i].absolute), files[i].relative) for i in chunk]): chunk
+            for chunk in chunks
+        }
+        for future in as_completed(futures):
+            chunk = futures[future]
+            for index, result in zip(chunk, future.result()):
+                results[index] = result
+            done += len(chunk)
+            if progress:
+                progress(done, total)
+    return results
