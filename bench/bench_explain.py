@@ -94,7 +94,12 @@ def run_kerneltrace(path: Path) -> dict:
     t1 = time.perf_counter()
     result = attribute(trace)
     t2 = time.perf_counter()
-    timings = {"load_s": t1 - t0, "join_s": t2 - t1, "rows": len(trace.events), "origins": len(result.origins)}
+    timings = {
+        "load_s": t1 - t0,
+        "join_s": t2 - t1,
+        "rows": len(trace.events),
+        "origins": len(result.origins),
+    }
     try:
         from tracer.explain import analyse
     except ImportError:
@@ -152,7 +157,11 @@ def measure(name: str, path: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", name, str(path)], capture_output=True, text=True, env=env
+        [sys.executable, __file__, "--child", name, str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     wall = time.perf_counter() - started
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -223,9 +232,13 @@ def report(results: dict, size_mb: float) -> None:
     print(f"\nkerneltrace end to end: {size_mb / end_to_end:.1f} MB/s (target >= 25)")
     print(f"kerneltrace peak RSS: {ours['peak_rss_bytes'] / 1e6 / size_mb:.2f}x the trace (target <= 3)")
     if "json" in results and "error" not in results["json"]:
-        print(f"json.load + one pass / kerneltrace end to end: {results['json']['total_s'] / end_to_end:.2f}x")
+        print(
+            f"json.load + one pass / kerneltrace end to end: {results['json']['total_s'] / end_to_end:.2f}x"
+        )
     if "hta" in results and "error" not in results["hta"]:
-        print(f"HTA load / kerneltrace end to end: {results['hta']['total_s'] / end_to_end:.1f}x (target >= 5)")
+        print(
+            f"HTA load / kerneltrace end to end: {results['hta']['total_s'] / end_to_end:.1f}x (target >= 5)"
+        )
     print(
         f"(kerneltrace: load {ours['load_s']:.1f} s, join {ours['join_s']:.1f} s"
         + (f", explain {ours['explain_s']:.1f} s" if ours.get("explain_s") is not None else "")

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tracer.static import preset_paths, resolve_package, scan  # noqa: E402
+from tracer.static import preset_paths, resolve_package, scan
 
 
 def timed(label: str, func):
@@ -36,7 +36,17 @@ def ruff_seconds(target: Path, workdir: Path) -> float | None:
     if ruff is None:
         return None
     # --isolated: no config from the package; --no-cache: cold, like ours; --exit-zero: findings are fine
-    command = [ruff, "check", "--select", "ALL", "--no-cache", "--isolated", "--quiet", "--exit-zero", str(target)]
+    command = [
+        ruff,
+        "check",
+        "--select",
+        "ALL",
+        "--no-cache",
+        "--isolated",
+        "--quiet",
+        "--exit-zero",
+        str(target),
+    ]
     started = time.perf_counter()
     subprocess.run(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     return time.perf_counter() - started
@@ -51,11 +61,18 @@ def main() -> None:
     package = resolve_package(args.package)
     files = sum(1 for _ in package.rglob("*.py"))
     megabytes = sum(p.stat().st_size for p in package.rglob("*.py")) / 1e6
-    print(f"{args.package} at {package}: {files} files, {megabytes:.1f} MB; {os.cpu_count()} CPUs", file=sys.stderr)
+    print(
+        f"{args.package} at {package}: {files} files, {megabytes:.1f} MB; {os.cpu_count()} CPUs",
+        file=sys.stderr,
+    )
     with tempfile.TemporaryDirectory(prefix="kerneltrace-bench-") as tmp:
         tmp_path = Path(tmp)
-        full_cold, result = timed("full cold", lambda: scan([package], jobs=args.jobs, cache_dir=tmp_path / "full"))
-        full_warm, warm = timed("full warm", lambda: scan([package], jobs=args.jobs, cache_dir=tmp_path / "full"))
+        full_cold, result = timed(
+            "full cold", lambda: scan([package], jobs=args.jobs, cache_dir=tmp_path / "full")
+        )
+        full_warm, warm = timed(
+            "full warm", lambda: scan([package], jobs=args.jobs, cache_dir=tmp_path / "full")
+        )
         hot_cold, hot = timed(
             f"{args.preset} cold",
             lambda: scan(preset_paths(args.preset), jobs=args.jobs, cache_dir=tmp_path / "hot"),
@@ -65,11 +82,21 @@ def main() -> None:
     assert warm.cache_hits == warm.files_scanned and warm.sites == result.sites
 
     rows = [
-        ("kerneltrace scan, full package, cold", full_cold, 60.0, f"{len(result.sites)} sites, {len(result.skipped)} skipped"),
-        (f"kerneltrace scan --preset {args.preset}, cold", hot_cold, 10.0, f"{len(hot.sites)} sites, {hot.files_scanned} files"),
+        (
+            "kerneltrace scan, full package, cold",
+            full_cold,
+            60.0,
+            f"{len(result.sites)} sites, {len(result.skipped)} skipped",
+        ),
+        (
+            f"kerneltrace scan --preset {args.preset}, cold",
+            hot_cold,
+            10.0,
+            f"{len(hot.sites)} sites, {hot.files_scanned} files",
+        ),
         ("kerneltrace scan, full package, warm", full_warm, 2.0, f"{warm.cache_hits} cache hits"),
     ]
-    print(f"\n| run | seconds | target | vs ruff | notes |\n| --- | ---: | ---: | ---: | --- |")
+    print("\n| run | seconds | target | vs ruff | notes |\n| --- | ---: | ---: | ---: | --- |")
     for name, seconds, target, notes in rows:
         ratio = f"{seconds / ruff:.1f}x" if ruff else "-"
         flag = "" if seconds <= target else " (over)"

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from tracer.errors import InputError
+from tracer.model.events import Trace
 from tracer.model.finding import Analysis
 from tracer.model.site import Site
 
@@ -21,32 +22,68 @@ def explain_trace(
     config: str | Path | None = None,
     step_range: str | None = None,
     peak_gbps: float | None = None,
+    capture: str | Path | Sequence[str | Path] | None = None,
 ) -> Analysis:
     """Analyse the profiler trace at ``path``.
 
     ``sites``: a ``kerneltrace scan --json`` file or the sites themselves; without them, the files the
     trace names are scanned under the ``source`` roots (exact lines for traces without CallFrom).
-    ``source`` also lets origins carry the text of their line. The other arguments go to
-    `tracer.explain.analyse`. Raises `InputError` for any bad input.
+    ``source`` also lets origins carry the text of their line. ``capture``: trace(s) of a profiled
+    CUDA-graph capture, when the trace's graph replays were captured outside it. The other arguments
+    go to `tracer.explain.analyse`. Raises `InputError` for any bad input.
     """
-    from tracer.explain import analyse
-    from tracer.join import attribute, sites_for_trace
     from tracer.load import load_trace
 
-    roots = [Path(p) for p in source]
-    for root in roots:
-        if not root.exists():
-            raise InputError(root, "no such source directory or file (--source)")
-    trace = load_trace(path)
+    _check_roots(source)
+    return explain_loaded(
+        load_trace(path),
+        source=source,
+        sites=sites,
+        layers=layers,
+        config=config,
+        step_range=step_range,
+        peak_gbps=peak_gbps,
+        capture=capture,
+    )
+
+
+def explain_loaded(
+    trace: Trace,
+    *,
+    source: Sequence[str | Path] = (),
+    sites: str | Path | Sequence[Site] | None = None,
+    layers: int | None = None,
+    config: str | Path | None = None,
+    step_range: str | None = None,
+    peak_gbps: float | None = None,
+    capture: str | Path | Sequence[str | Path] | None = None,
+) -> Analysis:
+    """`explain_trace` for a trace already loaded (`tracer.load.load_trace`), e.g. by a rank worker."""
+    from tracer.explain import analyse
+    from tracer.join import attribute, sites_for_trace
+    from tracer.join.graph_replay import attribute_replays
+    from tracer.load import load_trace
+
+    roots = _check_roots(source)
+    if capture is None:
+        capture_paths: list[Path] = []
+    elif isinstance(capture, (str, Path)):
+        capture_paths = [Path(capture)]
+    else:
+        capture_paths = [Path(p) for p in capture]
+    captures = [load_trace(p) for p in capture_paths]
     if isinstance(sites, (str, Path)):
         site_list: Sequence[Site] | None = read_sites(Path(sites))
     elif sites is not None:
         site_list = list(sites)
     elif roots:
-        site_list = sites_for_trace(trace, roots)
+        found = {s.id: s for t in (trace, *captures) for s in sites_for_trace(t, roots)}
+        site_list = list(found.values())
     else:
         site_list = None
     attributions = attribute(trace, site_list, source_roots=roots)
+    # Graph replays (if any) take their capture-time lines; a no-op for traces without replays.
+    attribute_replays(trace, attributions, captures, sites=site_list, source_roots=roots)
     return analyse(
         attributions,
         layers=layers,
@@ -54,6 +91,14 @@ def explain_trace(
         step_range=step_range,
         peak_gbps=peak_gbps,
     )
+
+
+def _check_roots(source: Sequence[str | Path]) -> list[Path]:
+    roots = [Path(p) for p in source]
+    for root in roots:
+        if not root.exists():
+            raise InputError(root, "no such source directory or file (--source)")
+    return roots
 
 
 def read_sites(path: Path) -> list[Site]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 WHOLE_CAST_MARK = "# origin: whole-buffer cast"
 GATHER_CAST_MARK = "# origin: gather then cast"
@@ -58,8 +58,9 @@ class DecodeModel(nn.Module):
         self.layers = nn.ModuleList(Attention(pool, i, dim, gather_first) for i in range(layers))
 
     def forward(self, hidden: torch.Tensor, kv_indices: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            hidden = hidden + layer(hidden, kv_indices)
+        for index, layer in enumerate(self.layers):
+            with record_function(f"layer.{index}"):  # a scope per layer, as serving stacks add
+                hidden = hidden + layer(hidden, kv_indices)
         return hidden
 
 

@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 from kv_cast_model import WHOLE_CAST_MARK, marked_line
 
-from tracer.graph import KERNEL, OTHER, ROOT_ID, SITE, build_graph, write_graph
+from tracer.graph import KERNEL, OTHER, ROOT_ID, SCOPE, SITE, build_graph, write_graph
 
 
 def _location_ends(attrs: dict, suffix: str) -> bool:
@@ -32,6 +32,16 @@ def test_hot_path_runs_from_root_through_the_whole_cast_line_to_its_kernel(kv_an
     # once per layer (4 layers) per step
     assert graph.edges[hot[-2], hot[-1]]["calls_per_step"] == pytest.approx(4)
     assert all(graph.edges[u, v]["hot"] for u, v in itertools.pairwise(hot))
+
+
+def test_per_layer_ranges_collapse_into_one_scope(kv_analyses):
+    before, _ = kv_analyses
+    assert any(f.origin.ranges for f in before.findings)  # record_function("layer.N") in the model
+    graph = build_graph(before)
+    scopes = [attrs for _, attrs in graph.nodes(data=True) if attrs["kind"] == SCOPE]
+
+    assert [attrs["label"] for attrs in scopes] == ["layer.*"]
+    assert graph.nodes[graph.graph["hot_path"][1]]["label"] == "layer.*"
 
 
 @pytest.mark.parametrize("which", ["kv", "llama"])
@@ -94,3 +104,25 @@ def test_graphml_and_node_link_json_round_trip(llama_analysis, tmp_path):
     linked = nx.node_link_graph(data, edges="edges")
     assert set(linked.nodes) == set(graph.nodes)
     assert data["graph"]["hot_path"] == graph.graph["hot_path"]
+
+
+def test_one_kernel_replayed_from_a_cuda_graph_is_split_between_its_two_lines(own_gpu_traces, repo_root):
+    from tracer.api import explain_trace
+
+    analysis = explain_trace(own_gpu_traces / "cudagraph_decode_stack.json.gz", source=(repo_root,))
+    graph = build_graph(analysis, top=12)
+    cast = next(
+        node
+        for node, attrs in graph.nodes(data=True)
+        if attrs["kind"] == KERNEL
+        and attrs["label"] == "unrolled_elementwise_kernel<direct_copy_kernel_cuda>"
+    )
+    lines = {}
+    for parent in graph.predecessors(cast):
+        # the op chain's parent is the site (drawn as one box)
+        site = next(graph.predecessors(parent)) if graph.nodes[parent]["kind"] == "ops" else parent
+        lines[graph.nodes[site]["location"]] = graph.edges[parent, cast]["time_ns"]
+
+    assert set(lines) == {"examples/glm5_kv_cast/model.py:209", "examples/glm5_kv_cast/model.py:260"}
+    assert lines["examples/glm5_kv_cast/model.py:209"] > 3 * lines["examples/glm5_kv_cast/model.py:260"]
+    assert sum(lines.values()) == graph.nodes[cast]["time_ns"]

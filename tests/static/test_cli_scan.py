@@ -44,7 +44,12 @@ def test_json_shape_and_exit_codes(project):
     assert data["files_scanned"] == 1 and data["sites_total"] == 3 and data["skipped"] == []
     top = data["sites"][0]
     assert (top["rule"], top["path"], top["line"], top["function"], top["def_line"]) == (
-        "KT101", "backend.py", 5, "Backend.forward_decode", 4)
+        "KT101",
+        "backend.py",
+        5,
+        "Backend.forward_decode",
+        4,
+    )
     assert top["risk"] == 85 and len(top["id"]) == 10 and top["aten_ops"][-1] == "aten::copy_"
     assert [s["rule"] for s in data["sites"]] == ["KT101", "KT301", "KT204"]
     assert run(project, "--json", "--no-cache", "--fail-on", "80").exit_code == 1
@@ -80,7 +85,11 @@ def test_sarif_validates_against_the_official_schema(project, tmp_path):
     assert [r["ruleId"] for r in run_["results"]] == ["KT101", "KT301", "KT204"]
     first = run_["results"][0]
     assert first["level"] == "warning" and first["rank"] == 85
-    assert first["locations"][0]["physicalLocation"]["region"] == {"startLine": 5, "startColumn": 13, "endLine": 5}
+    assert first["locations"][0]["physicalLocation"]["region"] == {
+        "startLine": 5,
+        "startColumn": 13,
+        "endLine": 5,
+    }
     assert {r["id"] for r in run_["tool"]["driver"]["rules"]} == {"KT101", "KT301", "KT204"}
     stdout = run(project, "--no-cache", "--sarif", "-")
     jsonschema.Draft4Validator(schema).validate(json.loads(stdout.output))

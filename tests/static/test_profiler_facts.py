@@ -8,7 +8,7 @@ import re
 
 from tracer.static import load_rule_set, scan_source
 
-MODULE = '''import functools
+MODULE = """import functools
 import torch
 
 
@@ -25,7 +25,7 @@ def decorated(x, buf, idx):
     buf[idx] = y[: idx.numel()].float()
     z = torch.cat([x, x]).contiguous()
     return x.float(), z.view(torch.int32)
-'''
+"""
 
 
 def test_profiler_names_match_sites(tmp_path):

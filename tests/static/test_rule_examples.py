@@ -19,7 +19,9 @@ def test_every_rule_has_examples_and_docs():
         assert rule.aten_ops, rule.code
 
 
-@pytest.mark.parametrize(("code", "expect", "index", "source"), CASES, ids=[f"{c}-{e}{i}" for c, e, i, _ in CASES])
+@pytest.mark.parametrize(
+    ("code", "expect", "index", "source"), CASES, ids=[f"{c}-{e}{i}" for c, e, i, _ in CASES]
+)
 @pytest.mark.parametrize("prefilter", [True, False], ids=["fast", "reference"])
 def test_example(code, expect, index, source, prefilter):
     result = scan_source(source, "example.py", RULES, prefilter=prefilter)
@@ -69,12 +71,15 @@ valid = ["def f(x):\\n    return x\\n"]
     assert rules.digest != RULES.digest and "permute" in rules.method_names
     (site,) = scan_source("def forward(x):\n    return x.permute(1, 0)\n", "m.py", rules).sites
     assert (site.rule, site.method, site.risk) == ("KTX01", "permute", 15)  # 5 + 20 hot - 10 activation `x`
-    assert site.reasons[1:] == ("+20 in a per-step/per-layer function", "-10 receiver looks like a per-token activation (batch-sized)")
+    assert site.reasons[1:] == (
+        "+20 in a per-step/per-layer function",
+        "-10 receiver looks like a per-token activation (batch-sized)",
+    )
 
 
 @pytest.mark.parametrize("prefilter", [True, False], ids=["fast", "reference"])
 def test_loops_and_scopes(prefilter):
-    source = '''import torch
+    source = """import torch
 class Pool:
     buf = torch.zeros(4).float()
 
@@ -95,11 +100,17 @@ class Pool:
 @triton.jit
 def kernel(p):
     tl.load(p).to(tl.float32)
-'''
+"""
     sites = {s.text: s for s in scan_source(source, "m.py", RULES, prefilter=prefilter).sites}
     assert set(sites) == {
-        "torch.zeros(4).float()", "x.float()", "ys.cpu()", "x.half()", "xs.clone()", "xs.cuda()",
-        "t.contiguous()", "t.long()",
+        "torch.zeros(4).float()",
+        "x.float()",
+        "ys.cpu()",
+        "x.half()",
+        "xs.clone()",
+        "xs.cuda()",
+        "t.contiguous()",
+        "t.long()",
     }
     assert (sites["torch.zeros(4).float()"].function, sites["torch.zeros(4).float()"].def_line) == ("Pool", 2)
     loops = {text for text, s in sites.items() if s.in_loop}
@@ -107,3 +118,20 @@ def kernel(p):
     assert {sites[t].function for t in ("x.float()", "ys.cpu()", "t.contiguous()")} == {"Pool.f"}
     assert sites["x.float()"].def_line == 5  # the decorator's line
     assert (sites["t.long()"].function, sites["t.long()"].def_line) == ("Pool.f.<locals>.inner", 16)
+
+
+def test_copy_and_cat_rank_by_their_inputs():
+    source = """import torch
+def forward(self, x, k_new):
+    self.out.copy_(self.pool.get_key_buffer(3))
+    result.copy_(wrapper.run(q, k_cache))
+    torch.cat([self.k_cache, k_new], dim=0)
+    torch.cat([f(a, k_cache), x])
+"""
+    risks = {s.text: s.risk for s in scan_source(source, "m.py", RULES).sites}
+    assert risks == {
+        "self.out.copy_(self.pool.get_key_buffer(3))": 75,  # 20 + 20 hot + 35 source is a KV buffer
+        "result.copy_(wrapper.run(q, k_cache))": 40,  # the buffer only feeds a call
+        "torch.cat([self.k_cache, k_new], dim=0)": 70,
+        "torch.cat([f(a, k_cache), x])": 35,
+    }

@@ -27,18 +27,30 @@ def test_triton_backend_sites(sglang_root, rules):
     assert "unrolled_elementwise_kernel" in cast.kernel_families
     # `k_scaled = k.clone().div_(layer.k_scale)` inside forward_extend (def at 1669)
     clone = sites[(1727, 31, "KT202")]
-    assert (clone.function, clone.def_line, clone.method) == ("TritonAttnBackend.forward_extend", 1669, "clone")
+    assert (clone.function, clone.def_line, clone.method) == (
+        "TritonAttnBackend.forward_extend",
+        1669,
+        "clone",
+    )
     # a nested function: `def call_fn(i, forward_batch):` at 2738 inside init_forward_metadata
     nested = sites[(2740, 16, "KT202")]
     assert nested.function == "TritonMultiStepDraftBackend.init_forward_metadata.<locals>.call_fn"
     assert nested.def_line == 2738
     # `extend_start_loc = torch.cat(` in _forward_extend_unified (def at 2141)
     cat = sites[(2229, 31, "KT301")]
-    assert (cat.method, cat.function, cat.def_line) == ("cat", "TritonAttnBackend._forward_extend_unified", 2141)
+    assert (cat.method, cat.function, cat.def_line) == (
+        "cat",
+        "TritonAttnBackend._forward_extend_unified",
+        2141,
+    )
     assert cat.end_line == 2234 and cat.aten_ops == ("aten::cat",)
     # a module-level function: `kv_indptr[1 : bs + 1] = ...` slice store in update_sliding_window_buffer
     store = sites[(2873, 4, "KT307")]
-    assert (store.method, store.function, store.def_line) == ("__setitem__", "update_sliding_window_buffer", 2845)
+    assert (store.method, store.function, store.def_line) == (
+        "__setitem__",
+        "update_sliding_window_buffer",
+        2845,
+    )
     assert store.receiver == "window_kv_indptr" and store.args[0] == "1 : bs + 1"
     assert len(all_sites) == 52
 
@@ -47,7 +59,11 @@ def test_memory_pool_sites(sglang_root, rules):
     sites, all_sites = _sites(sglang_root, rules, "sglang/srt/mem_cache/memory_pool.py")
     # `cache_k = cache_k.to(self.dtype)` in MHATokenToKVPool.set_kv_buffer (def at 2891): a hot KV writer
     cast = sites[(2931, 22, "KT101")]
-    assert (cast.function, cast.def_line, cast.target_dtype) == ("MHATokenToKVPool.set_kv_buffer", 2891, "self.dtype")
+    assert (cast.function, cast.def_line, cast.target_dtype) == (
+        "MHATokenToKVPool.set_kv_buffer",
+        2891,
+        "self.dtype",
+    )
     assert cast.risk == 50 and any("per-step" in r for r in cast.reasons)
     # `return self.k_buffer[local_layer_id].view(self.dtype)`: zero-copy, launches nothing
     view = sites[(2849, 19, "KT401")]

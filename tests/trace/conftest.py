@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 import trace_models
 
 HERE = Path(__file__).resolve().parent
@@ -40,7 +39,9 @@ def cpu_fixtures() -> Path:
 
 def scan_sites(paths):
     """Static sites of `paths` from the project's scanner (tracer.static.scan)."""
-    static = pytest.importorskip("tracer.static", reason="the static scanner (tracer.static.scan) is not in yet")
+    static = pytest.importorskip(
+        "tracer.static", reason="the static scanner (tracer.static.scan) is not in yet"
+    )
     if not hasattr(static, "scan"):
         pytest.skip("the static scanner (tracer.static.scan) is not in yet")
     return list(static.scan([Path(p) for p in paths]).sites)

@@ -41,7 +41,9 @@ def test_callfrom_names_exact_lines(cpu_fixtures: Path, fixture_lines: dict[str,
     up = next(o for o in result.origins if o.line == fixture_lines["up"])
     assert up.source == "hidden = hidden.to(torch.float32)  # cast:up"
     # CallFrom also gives every frame its executing line, module calls included.
-    forward = next(f for f in reversed(up.frames) if f.function == "forward" and f.file == "make_callfrom_trace.py")
+    forward = next(
+        f for f in reversed(up.frames) if f.function == "forward" and f.file == "make_callfrom_trace.py"
+    )
     assert forward.call_line == fixture_lines["up"]
     linear = next(o for o in result.origins if o.ops[:2] == ("aten::linear", "aten::addmm"))
     assert linear.line == fixture_lines["up"] + 13  # h = self.proj(self.norm(x))

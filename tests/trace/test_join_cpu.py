@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import trace_models
 from torch.profiler import ProfilerActivity, profile, record_function
 
-import trace_models
 from tracer.join import attribute, sites_for_trace, trace_source_files
 from tracer.load import load_trace
 from tracer.model.origin import Attributions, Origin
@@ -71,7 +71,10 @@ def test_known_casts_resolve_to_their_lines(stack_trace, model_sites, model_line
     exact = [o for (dst, src), origins in by_dtypes.items() if dst != src for o in origins]
     assert len(exact) == 8 * STEPS_X_LAYERS  # the eight casts of TwoCasts.forward
     assert all(o.confidence == 1.0 and o.evidence for o in exact)
-    assert {o.source for o in to_bf16} == {"a = x.to(torch.bfloat16)  # cast:first_to", "b = x.to(torch.bfloat16)  # cast:second_to"}
+    assert {o.source for o in to_bf16} == {
+        "a = x.to(torch.bfloat16)  # cast:first_to",
+        "b = x.to(torch.bfloat16)  # cast:second_to",
+    }
     if use_call_from:
         assert all("CallFrom" in o.evidence[0] for o in exact)
     else:
@@ -97,7 +100,9 @@ def test_three_layers_share_origins(stack_trace, model_sites, model_lines) -> No
     assert [f.label for f in frames if f.file == "nn.Module"] == ["nn.Module: Stack", "nn.Module: TwoCasts"]
 
 
-def test_without_stack_sites_are_ranked_not_matched(nostack_trace_path: Path, model_sites, model_lines) -> None:
+def test_without_stack_sites_are_ranked_not_matched(
+    nostack_trace_path: Path, model_sites, model_lines
+) -> None:
     trace = load_trace(nostack_trace_path)
     assert trace.meta.with_stack is False
     result = attribute(trace, model_sites, source_roots=[HERE])
@@ -109,7 +114,11 @@ def test_without_stack_sites_are_ranked_not_matched(nostack_trace_path: Path, mo
         assert origin.evidence[0] == "a ranking, not a match:"
         assert f"trace_models.py:{model_lines['whole_pool']}" in origin.candidates
         assert origin.ranges == ("kv_gather",)
-    cats = [result.origins[o] for r, o in zip(result.op_rows, result.origin_ids) if trace.events.name[r] == "aten::cat"]
+    cats = [
+        result.origins[o]
+        for r, o in zip(result.op_rows, result.origin_ids)
+        if trace.events.name[r] == "aten::cat"
+    ]
     assert {o.line for o in cats} == {model_lines["cat"]}  # the only torch.cat site
     assert all(o.confidence < 0.5 for o in cats)
 
@@ -118,13 +127,20 @@ def test_site_range_names_the_line_without_stacks(tmp_path: Path, model_sites, m
     site = next(s for s in model_sites if s.line == model_lines["whole_pool"])
     pool = torch.randn(64, 32, dtype=torch.float16)
     path = tmp_path / "ranged.json"
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        with record_function(site_range_name(site)):
-            pool.to(torch.bfloat16)
+    with (
+        profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof,
+        record_function(site_range_name(site)),
+    ):
+        pool.to(torch.bfloat16)
     prof.export_chrome_trace(str(path))
     result = attribute(load_trace(path), model_sites)
     (origin,) = copies(result)[("c10::BFloat16", "c10::Half")]
-    assert (origin.file, origin.line, origin.site_id, origin.confidence) == (site.path, site.line, site.id, 1.0)
+    assert (origin.file, origin.line, origin.site_id, origin.confidence) == (
+        site.path,
+        site.line,
+        site.id,
+        1.0,
+    )
     assert origin.evidence == (f"inside kerneltrace site range kt:site:{site.id}",)
 
 

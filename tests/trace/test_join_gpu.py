@@ -58,7 +58,10 @@ def test_llama_rmsnorm_casts_on_their_two_lines(llama) -> None:
     origin = next(o for o in llama.origins if (o.file, o.line) == (LLAMA, 64))
     assert origin.source == "hidden_states = hidden_states.to(torch.float32)"
     assert origin.confidence == 1.0
-    assert origin.evidence[0] == "call 1 of 2 .to calls in this run of `forward`; `forward` has 2 .to site(s) in source order"
+    assert (
+        origin.evidence[0]
+        == "call 1 of 2 .to calls in this run of `forward`; `forward` has 2 .to site(s) in source order"
+    )
     assert origin.frames[-1].label == "<built-in>: method to of Tensor object"
     assert origin.frames[-2].label == f"{LLAMA}(62): forward"
 

@@ -69,7 +69,9 @@ def test_h200_rows_keep_ids_times_and_trimmed_args(llama) -> None:
     assert len({id(a) for a in shapes}) < len(shapes) / 10
 
 
-def test_same_trace_in_any_layout_loads_the_same(tmp_path: Path, shared_gpu_traces: Path, monkeypatch) -> None:
+def test_same_trace_in_any_layout_loads_the_same(
+    tmp_path: Path, shared_gpu_traces: Path, monkeypatch
+) -> None:
     source = shared_gpu_traces / "hf_deepseekv3_generate_stack.json.gz"
     document = orjson.loads(gzip.decompress(source.read_bytes()))
     pretty = tmp_path / "kineto.json"
@@ -86,6 +88,21 @@ def test_same_trace_in_any_layout_loads_the_same(tmp_path: Path, shared_gpu_trac
     assert len(reference.events) == sum(1 for e in document["traceEvents"] if e.get("ph") == "X") - sum(
         1 for e in document["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("overhead", "Trace")
     )
+
+
+def test_worker_processes_load_the_same_table(shared_gpu_traces: Path, monkeypatch) -> None:
+    """Big traces are parsed in worker processes (KERNELTRACE_LOAD_WORKERS forces it here)."""
+    source = shared_gpu_traces / "hf_llama_generate_stack.json.gz"
+    monkeypatch.setenv("KERNELTRACE_LOAD_WORKERS", "1")
+    alone = load_trace(source)
+    monkeypatch.setenv("KERNELTRACE_LOAD_WORKERS", "2")
+    monkeypatch.setattr(tracer.load.source, "BLOCK_BYTES", 1 << 20)  # ~20 chunks
+    shared = load_trace(source)
+    assert shared.events == alone.events
+    assert shared.meta == alone.meta
+    # Interning survives the trip: one str object per distinct name, one dict per distinct args.
+    names = shared.events.name
+    assert len({id(n) for n in names}) == len(set(names))
 
 
 def test_cpu_trace_without_gpu_loads_with_a_note(stack_trace_path: Path) -> None:
@@ -126,7 +143,7 @@ BROKEN = {
     "garbage.json": (b"\x00\x01binary junk\xff", "not JSON"),
     "text.json": (b"this is not json at all\n", "not JSON"),
     "object.json": (b"{}", 'no "traceEvents" list'),
-    "list.json": (b"[1, 2, 3]", 'JSON list but not a torch.profiler trace'),
+    "list.json": (b"[1, 2, 3]", "JSON list but not a torch.profiler trace"),
     "events-not-list.json": (b'{"traceEvents": {"ph": "X"}}', 'no "traceEvents" list'),
     "metadata-only.json": (
         b'{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {}}]}',

@@ -10,11 +10,13 @@ from tracer.cli.common import print_json, reports_input_errors, stdout_console
 from tracer.cli.graph import derived_output
 
 
-def attribute_trace(trace: str, source: tuple[str, ...], sites: str | None):
-    """The join's `Attributions` of `trace`, with sites found as `tracer.api.explain_trace` finds them."""
+def attribute_trace(trace: str, source: tuple[str, ...], sites: str | None, capture: tuple[str, ...] = ()):
+    """The join's `Attributions` of `trace`, with sites and graph replays found as
+    `tracer.api.explain_loaded` finds them (the facade returns only the `Analysis`)."""
     from tracer.api import read_sites
     from tracer.errors import InputError
     from tracer.join import attribute, sites_for_trace
+    from tracer.join.graph_replay import attribute_replays
     from tracer.load import load_trace
 
     roots = [Path(p) for p in source]
@@ -22,13 +24,17 @@ def attribute_trace(trace: str, source: tuple[str, ...], sites: str | None):
         if not root.exists():
             raise InputError(root, "no such source directory or file (--source)")
     loaded = load_trace(trace)
+    captures = [load_trace(p) for p in capture]
     if sites is not None:
         site_list = read_sites(Path(sites))
     elif roots:
-        site_list = sites_for_trace(loaded, roots)
+        found = {s.id: s for t in (loaded, *captures) for s in sites_for_trace(t, roots)}
+        site_list = list(found.values())
     else:
         site_list = None
-    return attribute(loaded, site_list, source_roots=roots)
+    attributions = attribute(loaded, site_list, source_roots=roots)
+    attribute_replays(loaded, attributions, captures, sites=site_list, source_roots=roots)
+    return attributions
 
 
 @click.command(name="annotate")
@@ -44,6 +50,12 @@ def attribute_trace(trace: str, source: tuple[str, ...], sites: str | None):
     "--sites", type=click.Path(exists=True, dir_okay=False), help="Sites file from `kerneltrace scan`."
 )
 @click.option(
+    "--capture",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Trace of the profiled CUDA-graph capture, when TRACE holds only the replays (repeatable).",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, writable=True),
@@ -52,16 +64,22 @@ def attribute_trace(trace: str, source: tuple[str, ...], sites: str | None):
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @reports_input_errors
 def command(
-    trace: str, source: tuple[str, ...], sites: str | None, output: str | None, as_json: bool
+    trace: str,
+    source: tuple[str, ...],
+    sites: str | None,
+    capture: tuple[str, ...],
+    output: str | None,
+    as_json: bool,
 ) -> None:
     """Write TRACE again with `origin` (file:line), `site`, `source`, `rule` and `confidence` in the
-    args of every GPU event whose origin line is known. Open it in Perfetto or chrome://tracing and
-    click a kernel to see the line that launched it. Nothing else in the trace changes.
+    args of every GPU event whose origin is known (where only the file is, `origin` says so).
+    Open it in Perfetto or chrome://tracing and click a kernel to see the line that launched it.
+    Nothing else in the trace changes.
     """
     from tracer.render.annotate import write_annotated_trace
     from tracer.render.escape import terminal
 
-    attributions = attribute_trace(trace, source, sites)
+    attributions = attribute_trace(trace, source, sites, capture)
     summary = write_annotated_trace(
         attributions, Path(output) if output else derived_output(trace, ".annotated.json.gz")
     )
@@ -69,6 +87,6 @@ def command(
         print_json(summary)
         return
     stdout_console().print(
-        f"wrote {terminal(summary.path)}: {summary.annotated} of {summary.gpu_events} GPU events "
-        f"name their origin ({summary.origins} origins)"
+        f"wrote {terminal(summary.path)}: {summary.annotated} of {summary.gpu_events} GPU events name their "
+        f"origin, {summary.with_line} of them the exact line ({summary.origins} origins)"
     )

@@ -13,7 +13,9 @@ CHANGE_STYLES = {"faster": "green", "vanished": "green", "slower": "red", "new":
 
 
 def _percent(ratio: float | None) -> str:
-    return "" if ratio is None else f"{(ratio - 1) * 100:+.0f}%"
+    from tracer.graph.labels import format_change
+
+    return "" if ratio is None else format_change(ratio)
 
 
 def _time(ns: float) -> str:

@@ -23,7 +23,7 @@ JSON_SHAPE = """\b
 
 
 @click.command(epilog=JSON_SHAPE, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("trace", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("trace", type=click.Path(path_type=Path))
 @click.option(
     "--source",
     "sources",
@@ -52,6 +52,13 @@ JSON_SHAPE = """\b
     default=None,
     help="Device peak memory bandwidth in GB/s (overrides the table).",
 )
+@click.option(
+    "--capture",
+    "captures",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Trace of the profiled CUDA-graph capture (repeatable), when TRACE holds only the replays.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (shape below).")
 @click.option("--markdown", is_flag=True, help="Markdown for pasting into an issue.")
 @reports_input_errors
@@ -64,6 +71,7 @@ def command(
     config: Path | None,
     step_range: str | None,
     peak_gbps: float | None,
+    captures: tuple[Path, ...],
     as_json: bool,
     markdown: bool,
 ) -> None:
@@ -71,18 +79,25 @@ def command(
     Python line launched it, how often per step (and whether that is once per layer), how many bytes it
     moves per call and how close that runs to the device's peak bandwidth. Also says how much of the
     time the GPU sat idle (launch-bound). Traces without GPU activity are explained by CPU op time.
+    CUDA-graph replays are attributed to their capture-time lines when the capture was profiled (in
+    TRACE or --capture). TRACE may be a directory of per-rank traces (SGLang's *-TP-<rank>*.trace.json.gz):
+    each rank is explained in parallel, then combined, with a cross-rank consistency check.
     """
+    options = {
+        "source": sources,
+        "sites": sites,
+        "layers": layers,
+        "config": config,
+        "step_range": step_range,
+        "peak_gbps": peak_gbps,
+        "capture": captures or None,
+    }
+    if trace.is_dir():
+        _explain_ranks(trace, options, top, as_json, markdown)
+        return
     from tracer.api import explain_trace
 
-    analysis = explain_trace(
-        trace,
-        source=sources,
-        sites=sites,
-        layers=layers,
-        config=config,
-        step_range=step_range,
-        peak_gbps=peak_gbps,
-    )
+    analysis = explain_trace(trace, **options)
     if as_json:
         data = analysis.to_dict()
         if top is not None:
@@ -99,3 +114,19 @@ def command(
         if not console.is_terminal:  # piped or captured: wide enough that the table does not fold
             console.width = max(console.width, WIDTH_WHEN_PIPED)
         print_table(analysis, console, top=top or 15)
+
+
+def _explain_ranks(directory: Path, options: dict, top: int | None, as_json: bool, markdown: bool) -> None:
+    """TRACE is a directory of per-rank traces: `tracer.explain.ranks` explains and compares them."""
+    from tracer.explain.ranks import explain_ranks, print_rank_report, rank_report_markdown
+
+    report = explain_ranks(directory, **options)
+    if as_json:
+        print_json(report.to_dict())
+    elif markdown:
+        click.echo(rank_report_markdown(report, top=top or 15), nl=False)
+    else:
+        console = stdout_console()
+        if not console.is_terminal:
+            console.width = max(console.width, WIDTH_WHEN_PIPED)
+        print_rank_report(report, console, top=top or 15)

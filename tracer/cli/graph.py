@@ -28,6 +28,7 @@ class TraceOptions:
     config: str | None = None
     step_range: str | None = None
     peak_gbps: float | None = None
+    capture: tuple[str, ...] = ()
 
 
 _OPTION_NAMES = tuple(TraceOptions.__dataclass_fields__)
@@ -64,6 +65,12 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--peak-gbps", type=click.FloatRange(min=0, min_open=True), help="Device peak bandwidth, GB/s."
         ),
+        click.option(
+            "--capture",
+            multiple=True,
+            type=click.Path(exists=True, dir_okay=False),
+            help="Trace of the profiled CUDA-graph capture, when TRACE holds only the replays (repeatable).",
+        ),
     ]
     for decorator in reversed(decorators):
         collected = decorator(collected)
@@ -82,6 +89,7 @@ def analyse(trace: str, options: TraceOptions):  # -> tracer.model.Analysis
         config=options.config,
         step_range=options.step_range,
         peak_gbps=options.peak_gbps,
+        capture=options.capture or None,
     )
 
 

@@ -12,8 +12,14 @@ from tracer.errors import InputError
 
 @click.command(name="rules")
 @click.option("--explain", "code", metavar="CODE", help="Explain one rule, e.g. KT101.")
-@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path), metavar="DIR",
-              help="Add the *.toml rule files in DIR (repeatable).")
+@click.option(
+    "--rules",
+    "rules_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Add the *.toml rule files in DIR (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine output on stdout.")
 @reports_input_errors
 def command(code: str | None, rules_dirs: tuple[Path, ...], as_json: bool) -> None:
@@ -69,8 +75,14 @@ def _list(rules) -> None:
     for name in ("code", "name", "family", "base", "lowers to", "summary"):
         table.add_column(name, overflow="fold")
     for rule in rules:
-        table.add_row(rule.code, rule.name, rule.family, f"{rule.base:g}",
-                      " -> ".join(rule.aten_ops) or "-", rule.summary)
+        table.add_row(
+            rule.code,
+            rule.name,
+            rule.family,
+            f"{rule.base:g}",
+            " -> ".join(rule.aten_ops) or "-",
+            rule.summary,
+        )
     stdout_console().print(table)
 
 
@@ -87,23 +99,23 @@ def _explain(rule, rule_set) -> None:
 {rule.summary}
 
 ## What it does
-{explain.get('what', '')}
+{explain.get("what", "")}
 
 ## Why it matters
-{explain.get('why', '')}
+{explain.get("why", "")}
 
 ## Example
 ```python
-{explain.get('example', '').strip()}
+{explain.get("example", "").strip()}
 ```
 
 ## Fix
 ```python
-{explain.get('fix', '').strip()}
+{explain.get("fix", "").strip()}
 ```
 
 ## Lowers to
-{' -> '.join(f'`{op}`' for op in rule.aten_ops) or 'nothing'}; kernels: {', '.join(f'`{k}`' for k in rule.kernel_families) or 'none (launches no kernel)'}
+{" -> ".join(f"`{op}`" for op in rule.aten_ops) or "nothing"}; kernels: {", ".join(f"`{k}`" for k in rule.kernel_families) or "none (launches no kernel)"}
 
 ## Risk
 Base {rule.base:g}, plus:

@@ -7,25 +7,57 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import EXIT_FINDINGS, EXIT_OK, print_json, reports_input_errors, stderr_console, stdout_console
+from tracer.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    print_json,
+    reports_input_errors,
+    stderr_console,
+    stdout_console,
+)
 
 
 @click.command(name="scan")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--package", "packages", multiple=True, metavar="NAME", help="Scan an installed package's source.")
+@click.option(
+    "--package", "packages", multiple=True, metavar="NAME", help="Scan an installed package's source."
+)
 @click.option("--preset", "presets", multiple=True, metavar="NAME", help="Scan a preset, e.g. sglang-hot.")
 @click.option("--include", multiple=True, metavar="GLOB", help="Only files whose path matches (repeatable).")
-@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path), metavar="DIR",
-              help="Add the *.toml rule files in DIR (repeatable).")
-@click.option("--top", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Rows in the table (default 20); with --json, sites in the output (default all).")
-@click.option("--min-risk", type=click.FloatRange(0, 100), default=0.0, metavar="SCORE",
-              help="Leave out sites below this risk (table, JSON, SARIF).")
+@click.option(
+    "--rules",
+    "rules_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Add the *.toml rule files in DIR (repeatable).",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Rows in the table (default 20); with --json, sites in the output (default all).",
+)
+@click.option(
+    "--min-risk",
+    type=click.FloatRange(0, 100),
+    default=0.0,
+    metavar="SCORE",
+    help="Leave out sites below this risk (table, JSON, SARIF).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine output on stdout.")
 @click.option("--sarif", metavar="FILE|-", help="Write SARIF 2.1.0 (GitHub code scanning) to FILE or stdout.")
-@click.option("--fail-on", type=click.FloatRange(0, 100), default=None, metavar="SCORE",
-              help="Exit 1 when a site's risk is at or above SCORE.")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N", help="Worker processes (default: CPUs).")
+@click.option(
+    "--fail-on",
+    type=click.FloatRange(0, 100),
+    default=None,
+    metavar="SCORE",
+    help="Exit 1 when a site's risk is at or above SCORE.",
+)
+@click.option(
+    "--jobs", type=click.IntRange(min=1), default=None, metavar="N", help="Worker processes (default: CPUs)."
+)
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the on-disk cache.")
 @reports_input_errors
 def command(
@@ -65,8 +97,9 @@ def command(
 
     quiet = as_json or sarif == "-"
     if quiet:
-        result = scan(targets, rules_dirs=rules_dirs, include=include, jobs=jobs,
-                      cache_dir=False if no_cache else None)
+        result = scan(
+            targets, rules_dirs=rules_dirs, include=include, jobs=jobs, cache_dir=False if no_cache else None
+        )
     else:
         result = _scan_with_progress(scan, targets, rules_dirs, include, jobs, no_cache)
 
@@ -89,15 +122,27 @@ def command(
 def _scan_with_progress(scan, targets, rules_dirs, include, jobs, no_cache):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TextColumn("files"), TimeElapsedColumn())
+    columns = (
+        TextColumn("scanning"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("files"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=stderr_console(), transient=True) as bar:
         task = bar.add_task("scan", total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        return scan(targets, rules_dirs=rules_dirs, include=include, jobs=jobs,
-                    cache_dir=False if no_cache else None, progress=progress)
+        return scan(
+            targets,
+            rules_dirs=rules_dirs,
+            include=include,
+            jobs=jobs,
+            cache_dir=False if no_cache else None,
+            progress=progress,
+        )
 
 
 def _write_sarif(destination: str, sites, rules, skipped) -> None:
@@ -137,8 +182,13 @@ def _print_table(result, sites, top: int) -> None:
     for rank, site in enumerate(sites[:top], 1):
         why = "; ".join(site.reasons[1:]) or "base score only"
         table.add_row(
-            str(rank), f"{site.risk:g}", site.rule, Text(site.location), Text(site.function),
-            Text(_one_line(site.text, 70)), Text(why),
+            str(rank),
+            f"{site.risk:g}",
+            site.rule,
+            Text(site.location),
+            Text(site.function),
+            Text(_one_line(site.text, 70)),
+            Text(why),
         )
     if top:
         console.print(table)

@@ -2,8 +2,7 @@
 
 The graph is a calling-context tree (root -> scopes -> Python functions -> source site -> aten op
 chain) whose leaves point at shared kernel nodes, so a kernel's in-edges sum to its GPU time.
-Findings outside ``top``/``min_share`` fold into one "other" node under the deepest node they share
-with the kept ones. Every number on a node or edge is a sum of `Finding` fields (per-step figures
+Findings outside ``top``/``min_share`` fold into "other" nodes (`tracer.graph.tree`). Every number on a node or edge is a sum of `Finding` fields (per-step figures
 divide by the analysis' step count); renderers only format them.
 """
 
@@ -12,56 +11,17 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import networkx as nx
 
-from tracer.graph.context import FUNCTION, OPS, SCOPE, SITE, Step, origin_steps
+from tracer.graph.context import FUNCTION, OPS, SCOPE, SITE
+from tracer.graph.tree import ROOT, ROOT_ID, Context, Entry, build_tree, entries_of
 from tracer.model import Analysis, Finding
 
-ROOT, KERNEL, OTHER = "root", "kernel", "other"
+KERNEL, OTHER = "kernel", "other"
 NODE_KINDS = (ROOT, SCOPE, FUNCTION, SITE, OPS, KERNEL, OTHER)
-ROOT_ID = "root"
-OTHER_FLOOR = 0.02  # an "other" node smaller than this share (or min_share) folds into its parent's
-
-
-@dataclass(frozen=True)
-class _Entry:
-    """One finding of one analysis (side: "" for a single graph, "before"/"after" for a diff)."""
-
-    side: str
-    finding: Finding
-    steps: int | None
-
-
-@dataclass
-class _Context:
-    """A node of the calling-context tree while it is being built."""
-
-    step: Step
-    key_path: tuple[str, ...]
-    chain: list[Step] = field(default_factory=list)  # merged function frames, outermost first
-    children: dict[tuple[str, str], _Context] = field(default_factory=dict)
-    findings: list[_Entry] = field(default_factory=list)  # kernels launched right here
-    others: list[_Entry] = field(default_factory=list)  # findings folded into "other" below here
-    raw_names: set[str] = field(default_factory=set)
-
-    def child(self, step: Step) -> _Context:
-        node = self.children.get((step.kind, step.key))
-        if node is None:
-            node = _Context(step, self.key_path + (f"{step.kind}:{step.key}",), chain=[step])
-            self.children[(step.kind, step.key)] = node
-        if step.raw:
-            node.raw_names.add(step.raw)
-        return node
-
-    def entries(self) -> Iterable[_Entry]:
-        yield from self.findings
-        yield from self.others
-        for child in self.children.values():
-            yield from child.entries()
 
 
 def _digest(*parts: str) -> str:
@@ -72,79 +32,8 @@ def _kernel_id(kernel: str) -> str:
     return f"{KERNEL}:{_digest(kernel)}"
 
 
-def _context_id(node: _Context) -> str:
+def _context_id(node: Context) -> str:
     return f"{node.step.kind}:{_digest(*node.key_path)}"
-
-
-def _select(entries: Sequence[_Entry], top: int | None, min_share: float) -> set[int]:
-    """Indexes of the entries drawn in full: each side's `top` heaviest at or above `min_share`."""
-    kept: set[int] = set()
-    by_side: dict[str, list[int]] = defaultdict(list)
-    for index, entry in enumerate(entries):
-        by_side[entry.side].append(index)
-    for indexes in by_side.values():
-        ranked = sorted(indexes, key=lambda i: (-entries[i].finding.total_ns, entries[i].finding.kernel))
-        ranked = [i for i in ranked if entries[i].finding.share >= min_share]
-        kept.update(ranked if top is None else ranked[:top])
-    return kept
-
-
-def _per_step_ns(entry: _Entry) -> float:
-    return entry.finding.total_ns / entry.steps if entry.steps else float(entry.finding.total_ns)
-
-
-def _select_changes(
-    entries: Sequence[_Entry], contexts: Sequence[Hashable], top: int | None, min_share: float
-) -> set[int]:
-    """For a diff: the entries of the `top` contexts (path and kernel) whose time per step changed
-    most, by at least `min_share` of the larger side's total; both sides of a kept context are kept."""
-    change: dict[Hashable, float] = defaultdict(float)
-    totals: dict[str, float] = defaultdict(float)
-    for entry, context in zip(entries, contexts, strict=True):
-        ns = _per_step_ns(entry)
-        change[context] += -ns if entry.side == "before" else ns
-        totals[entry.side] += ns
-    floor = min_share * max(totals.values(), default=0.0)
-    ranked = sorted(change, key=lambda context: -abs(change[context]))
-    ranked = [context for context in ranked if abs(change[context]) >= floor and change[context] != 0]
-    chosen = set(ranked if top is None else ranked[:top])
-    return {i for i, context in enumerate(contexts) if context in chosen}
-
-
-def _others_share(entries: Sequence[_Entry]) -> float:
-    per_side: dict[str, float] = defaultdict(float)
-    for entry in entries:
-        per_side[entry.side] += entry.finding.share
-    return max(per_side.values(), default=0.0)
-
-
-def _lift_small_others(node: _Context, floor: float) -> None:
-    """Move each "other" under `floor` up to its parent's, bottom-up: a few sizeable "other" nodes
-    read better than one sliver per node, and the function runs they leave can merge."""
-    for child in node.children.values():
-        _lift_small_others(child, floor)
-        if child.others and _others_share(child.others) < floor:
-            node.others.extend(child.others)
-            child.others = []
-
-
-def _compress_functions(node: _Context) -> None:
-    """Merge runs of function nodes with one child each: a 30-frame stack prefix becomes one node."""
-    while (
-        node.step.kind == FUNCTION
-        and len(node.children) == 1
-        and not node.findings
-        and not node.others
-        and next(iter(node.children.values())).step.kind == FUNCTION
-    ):
-        (only,) = node.children.values()
-        node.chain.extend(only.chain)
-        node.children = only.children
-        node.findings = only.findings
-        node.others = only.others
-        node.key_path = only.key_path
-    for child in node.children.values():
-        _compress_functions(child)
 
 
 class _Totals:
@@ -159,7 +48,7 @@ class _Totals:
         self.category_time: dict[str, int] = defaultdict(int)
         self.findings: list[Finding] = []
 
-    def add(self, entry: _Entry) -> None:
+    def add(self, entry: Entry) -> None:
         finding, side = entry.finding, entry.side
         self.time_ns[side] += finding.total_ns
         self.share[side] += finding.share
@@ -203,53 +92,17 @@ class _Totals:
         return attrs
 
 
-def _entries(analyses: Sequence[tuple[str, Analysis]]) -> list[_Entry]:
-    return [
-        _Entry(side, finding, analysis.steps) for side, analysis in analyses for finding in analysis.findings
-    ]
-
-
 def build_context_graph(
     analyses: Sequence[tuple[str, Analysis]], *, top: int | None = None, min_share: float = 0.0
 ) -> nx.DiGraph:
     """The graph of one or more analyses drawn over one tree (sides "" or "before"/"after").
 
     With two sides, sites match by source text (a fix moves lines), as `diff_analyses` matches them,
-    and the contexts kept are those whose share of time changed most.
+    and the contexts kept are those whose time per step changed most.
     """
-    entries = _entries(analyses)
+    entries = entries_of(analyses)
     sides = [side for side, _ in analyses]
-    by_text = len(analyses) > 1
-    paths = [tuple(origin_steps(entry.finding.origin, site_by_text=by_text)) for entry in entries]
-    # A diff shows what changed most; one analysis shows what costs most.
-    if by_text:
-        contexts = [
-            (tuple((s.kind, s.key) for s in path), e.finding.kernel)
-            for path, e in zip(paths, entries, strict=True)
-        ]
-        kept = _select_changes(entries, contexts, top, min_share)
-    else:
-        kept = _select(entries, top, min_share)
-
-    root = _Context(Step(ROOT, ROOT_ID, ROOT_ID), ())
-    for index in sorted(kept):
-        node = root
-        for step in paths[index]:
-            node = node.child(step)
-        node.findings.append(entries[index])
-    for index, entry in enumerate(entries):
-        if index in kept:
-            continue
-        node = root
-        for step in paths[index]:
-            nxt = node.children.get((step.kind, step.key))
-            if nxt is None:
-                break
-            node = nxt
-        node.others.append(entry)
-    _lift_small_others(root, max(min_share, OTHER_FLOOR))
-    for child in root.children.values():
-        _compress_functions(child)
+    root, kept = build_tree(entries, top=top, min_share=min_share, diff=len(analyses) > 1)
 
     emitter = _Emitter(sides)
     emitter.emit(root)
@@ -258,7 +111,7 @@ def build_context_graph(
     return emitter.graph
 
 
-def _context_attributes(node: _Context) -> dict[str, Any]:
+def _context_attributes(node: Context) -> dict[str, Any]:
     step = node.step
     attrs: dict[str, Any] = {"kind": step.kind, "label": step.label, "key": step.key, "detail": step.detail}
     if step.kind == FUNCTION:
@@ -287,7 +140,7 @@ def _context_attributes(node: _Context) -> dict[str, Any]:
     return attrs
 
 
-def _totals(entries: Iterable[_Entry]) -> _Totals:
+def _totals(entries: Iterable[Entry]) -> _Totals:
     totals = _Totals()
     for entry in entries:
         totals.add(entry)
@@ -300,10 +153,10 @@ class _Emitter:
     def __init__(self, sides: Sequence[str]) -> None:
         self.graph = nx.DiGraph()
         self.sides = sides
-        self.kernel_entries: dict[str, list[_Entry]] = defaultdict(list)
+        self.kernel_entries: dict[str, list[Entry]] = defaultdict(list)
         self.leaf_paths: dict[int, list[str]] = {}  # id(entry) -> node ids from the root to its kernel
 
-    def emit(self, node: _Context, parent_id: str | None = None, path: tuple[str, ...] = ()) -> None:
+    def emit(self, node: Context, parent_id: str | None = None, path: tuple[str, ...] = ()) -> None:
         graph, sides = self.graph, self.sides
         node_id = ROOT_ID if node.step.kind == ROOT else _context_id(node)
         totals = _totals(node.entries())
@@ -314,7 +167,7 @@ class _Emitter:
         # Heaviest first: graphviz keeps insertion order among siblings, so the hot path reads leftmost.
         for child in sorted(node.children.values(), key=lambda c: -_totals(c.entries()).time_ns_all()):
             self.emit(child, node_id, path)
-        by_kernel: dict[str, list[_Entry]] = defaultdict(list)
+        by_kernel: dict[str, list[Entry]] = defaultdict(list)
         for entry in node.findings:
             by_kernel[entry.finding.kernel].append(entry)
             self.leaf_paths[id(entry)] = [*path, _kernel_id(entry.finding.kernel)]
@@ -362,7 +215,7 @@ def _edge_attributes(totals: _Totals, sides: Sequence[str]) -> dict[str, Any]:
 
 
 def _mark_hot_path(
-    graph: nx.DiGraph, entries: Sequence[_Entry], kept: set[int], leaf_paths: dict[int, list[str]]
+    graph: nx.DiGraph, entries: Sequence[Entry], kept: set[int], leaf_paths: dict[int, list[str]]
 ) -> None:
     for node_id in graph:
         graph.nodes[node_id]["hot"] = False

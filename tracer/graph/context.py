@@ -20,6 +20,7 @@ SCOPE, FUNCTION, SITE, OPS = "scope", "function", "site", "ops"
 # A number standing alone in a range name (``layer.17``, ``decode_step_3``, ``block[2]``), not one
 # glued to letters (``fp8``, ``sm90``), is an index: the same scope repeated.
 _INDEX = re.compile(r"(?<![A-Za-z0-9])\d+(?![A-Za-z0-9])")
+_BUILTIN_CALL = re.compile(r"^(?:method|function) (?P<name>[\w.]+)")
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")  # ``nn.Module: LlamaDecoderLayer_0``
 # Frames that only forward a call: they add depth to every path and say nothing about the model.
 _PLUMBING_FUNCTIONS = frozenset(
@@ -74,7 +75,11 @@ def _module_class(frame: Frame) -> str | None:
 
 
 def function_name(frame: Frame, owner: str | None = None) -> str:
-    """``LlamaAttention.forward`` when an ``nn.Module: LlamaAttention_0`` frame called it, else the name."""
+    """``LlamaAttention.forward`` when an ``nn.Module: LlamaAttention_0`` frame called it, else the name;
+    a builtin reads ``replay()`` rather than ``method replay of pybind11_builtins.<long> object``."""
+    if _is_builtin(frame):
+        builtin = _BUILTIN_CALL.match(frame.function)
+        return f"{builtin['name']}()" if builtin else frame.function
     return f"{owner}.{frame.function}" if owner and "." not in frame.function else frame.function
 
 

@@ -56,6 +56,12 @@ def format_share(share: float | None) -> str:
     return f"{share * 100:.1f}%" if share >= 0.001 else f"{share * 100:.2f}%"
 
 
+def format_change(ratio: float) -> str:
+    """after/before as a signed percent: "-99%", "+12%", "±0%"."""
+    percent = (ratio - 1) * 100
+    return "±0%" if abs(percent) < 0.5 else f"{percent:+.0f}%"
+
+
 def format_count(value: float | None) -> str:
     if value is None:
         return "?"
@@ -88,7 +94,7 @@ def change_line(attrs: dict[str, Any]) -> str:
         return f"new: {format_ns(after)}{unit} · {format_count(after_calls)} calls{unit}"
     if change == "vanished":
         return f"vanished: was {format_ns(before)}{unit} · {format_count(before_calls)} calls{unit}"
-    percent = f" ({(after - before) / before * 100:+.0f}%)" if before else ""
+    percent = f" ({format_change(after / before)})" if before else ""
     calls = f"{format_count(before_calls)} → {format_count(after_calls)} calls{unit}"
     return f"{format_ns(before)} → {format_ns(after)}{unit}{percent} · {calls}"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from array import array
 from collections import defaultdict
 from collections.abc import Sequence
@@ -37,7 +38,13 @@ def attribute(
     CallFrom (to check the site join on new traces). A trace without GPU activity attributes its
     leaf CPU ops instead (``Attributions.time_basis == "cpu"``).
     """
-    return _Join(trace, SiteIndex(sites or ()), SourceLines(source_roots), use_call_from).run()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # the join allocates many small acyclic objects; collections would only rescan them
+    try:
+        return _Join(trace, SiteIndex(sites or ()), SourceLines(source_roots), use_call_from).run()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 class _Join:

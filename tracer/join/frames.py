@@ -43,18 +43,21 @@ def is_builtin(name: str) -> bool:
 def is_library_file(file: str) -> bool:
     """Frames kerneltrace looks through for the user's line: torch itself and the stdlib."""
     path = file.replace("\\", "/")
-    if path.startswith(("torch/", "<", "nn.Module", "importlib/", "concurrent/")) or "/torch/" in path:
+    if (
+        path.startswith(("torch/", "triton/", "<", "nn.Module", "importlib/", "concurrent/"))
+        or "/torch/" in path
+    ):
         return True
     if "/site-packages/torch/" in path or "/lib/python3" in path and "site-packages" not in path:
         return True
     head = path.split("/", 1)[0]
-    stem = head[:-3] if head.endswith(".py") else head
+    stem = head.removesuffix(".py")
     return stem in _STDLIB or stem.startswith("_collections_abc")
 
 
 def is_user_frame(name: str) -> bool:
     """A frame of the user's code: not a builtin, not an ``nn.Module:`` marker, not torch or stdlib."""
-    if name.startswith("<built-in") or name.startswith("nn.Module: "):
+    if name.startswith(("<built-in", "nn.Module: ")):
         return False
     frame = parse_frame(name)
     return frame.def_line is not None and not is_library_file(frame.file)

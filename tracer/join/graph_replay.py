@@ -12,6 +12,7 @@ over when the counts differ. Kernel names alone never decide: one name often com
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections import defaultdict
 from collections.abc import Sequence
@@ -32,7 +33,12 @@ BAND = 64  # extra diagonals the sequence alignment explores beyond the length d
 
 # Alignment confidence by method: node ids name the node; order is exact on one stream; a
 # sequence alignment that needed gaps, or several streams ordered by start time, are less sure.
-CONFIDENCE = {"graph node id": 1.0, "launch order": 0.95, "launch order, several streams": 0.7}
+CONFIDENCE = {
+    "graph node id": 1.0,
+    "launch order": 0.95,
+    "stream merge": 0.8,
+    "launch order, several streams": 0.7,
+}
 NAME_DISAGREES = 0.5  # a position whose kernel name differs from the one its origin launched eagerly
 
 NO_CAPTURE = (
@@ -219,6 +225,23 @@ def _ordered(table: EventTable, rows: list[int]) -> tuple[list[int], bool]:
     return sorted(rows, key=lambda r: (table.ts_ns[r], table.tid[r])), False
 
 
+@dataclass
+class _Replay:
+    """One graph launch's GPU rows in node order, and the same rows per stream."""
+
+    rows: list[int]
+    row_index: dict[int, int]  # gpu row -> index into attributions
+    by_node: bool
+    per_stream: dict[int, list[int]]
+
+    def pairs(self) -> list[tuple[int, int]]:
+        return [(row, self.row_index[row]) for row in self.rows]
+
+    def reorder(self, order: list[tuple[int, int]]) -> None:
+        """Rows in the given (stream, index within stream) order."""
+        self.rows = [self.per_stream[stream][i] for stream, i in order]
+
+
 # -- captures ---------------------------------------------------------------------------------------
 @dataclass
 class _Capture:
@@ -227,6 +250,7 @@ class _Capture:
     kinds: list[str]
     record: CapturedGraph
     origins: list[Origin] = field(default_factory=list)  # per launch, from the capture-time join
+    ops: list[str] = field(default_factory=list)  # per launch: the innermost op name ("" if none)
     window: tuple[int, int] = (0, 0)
 
 
@@ -384,8 +408,11 @@ class _Aligner:
                 joined_trace, self.sites, source_roots=self.source_roots, use_call_from=self.use_call_from
             )
             origin_of_row = {row: joined.origins[o] for row, o in zip(joined.gpu_rows, joined.origin_ids)}
+            op_of_row = dict(zip(joined.gpu_rows, joined.op_rows))
+            names = joined_trace.events.name
             for cap in caps:
                 cap.origins = [origin_of_row[stand_in[r]] for r in cap.rows]
+                cap.ops = [names[op] if (op := op_of_row[stand_in[r]]) != NONE else "" for r in cap.rows]
 
     def _eager_kernel_names(self) -> dict[Origin, set[str]]:
         """Kernel names each origin launched outside graphs: a check on the position-based match."""
@@ -399,41 +426,64 @@ class _Aligner:
 
     def align_all(self, groups: dict[int, list[int]], captures: list[_Capture]) -> list[GraphReplays]:
         table, attributions = self.table, self.attributions
-        # Replays of one graph share a graph id (newer Kineto) or, failing that, their kernel sequence.
-        by_graph: dict[Any, list[tuple[list[int], list[int], bool]]] = defaultdict(list)
+        # Replays of one graph share a graph id (newer Kineto), else their kernel sequence per stream
+        # (per stream: concurrent streams interleave differently from one replay to the next).
+        by_graph: dict[Any, list[_Replay]] = defaultdict(list)
         row_index = {row: i for i, row in enumerate(attributions.gpu_rows)}
         for indices in groups.values():
             rows, by_node = _ordered(table, [attributions.gpu_rows[i] for i in indices])
+            per_stream: dict[int, list[int]] = defaultdict(list)
+            for row in rows:
+                per_stream[table.tid[row]].append(row)
             graph_id = (table.args[rows[0]] or {}).get("graph id") if rows else None
-            key = graph_id if isinstance(graph_id, int) else tuple(table.name[r] for r in rows)
-            by_graph[key].append((rows, [row_index[r] for r in rows], by_node))
+            key = (
+                graph_id
+                if isinstance(graph_id, int)
+                else tuple((s, tuple(table.name[r] for r in rs)) for s, rs in sorted(per_stream.items()))
+            )
+            by_graph[key].append(_Replay(rows, row_index, by_node, per_stream))
         out = []
         for key, replays in by_graph.items():
             out.append(self._align_graph(key if isinstance(key, int) else None, replays, captures))
         out.sort(key=lambda g: -g.replay_ns)
         return out
 
-    def _align_graph(self, graph_id, replays, captures: list[_Capture]) -> GraphReplays:
-        table, attributions = self.table, self.attributions
-        rows, _, by_node = replays[0]
-        kinds = [_GPU_KIND.get(Cat(table.cat[r]), _KERNEL) for r in rows]
-        names = [table.name[r] for r in rows]
-        streams = {table.tid[r] for r in rows}
-        replay_ns = sum(table.dur_ns[r] for rs, _, _ in replays for r in rs)
-        kernels = sum(len(rs) for rs, _, _ in replays)
+    def _align_graph(self, graph_id, replays: list[_Replay], captures: list[_Capture]) -> GraphReplays:
+        table = self.table
+        first = replays[0]
+        replay_ns = sum(table.dur_ns[r] for rp in replays for r in rp.rows)
+        kernels = sum(len(rp.rows) for rp in replays)
         if not captures:
-            self._label_unplaced([(r, i) for rs, ix, _ in replays for r, i in zip(rs, ix)], NO_CAPTURE)
+            self._label_unplaced([pair for rp in replays for pair in rp.pairs()], NO_CAPTURE)
             return GraphReplays(
                 None, graph_id, len(replays), kernels, replay_ns, 0, 0, "none", 0.0, (NO_CAPTURE,)
             )
-        best = self._best_capture(kinds, names, captures)
-        cap_index, positions, method, evidence = best
-        capture = captures[cap_index]
-        if method == "launch order" and by_node:
-            method = "graph node id"
-        elif method == "launch order" and len(streams) > 1:
-            method = "launch order, several streams"
-            evidence += (f"kernels ran on {len(streams)} streams: ordered by start time",)
+        merged = None
+        if len(first.per_stream) > 1 and not first.by_node:
+            merged = self._merge_streams(first, captures)
+        if merged is not None:
+            cap_index, order, mismatches = merged
+            for rp in replays:
+                rp.reorder(order)
+            capture = captures[cap_index]
+            positions: list[int | None] = list(range(len(first.rows)))
+            method = "stream merge"
+            evidence: tuple[str, ...] = (
+                (
+                    f"kernels ran on {len(first.per_stream)} streams: each stream's kernels kept in order and "
+                    f"merged into the {len(capture.kinds)} captured launches by kind and by what each launch's op "
+                    f"computes (GEMM, copy, softmax, ...){f'; {mismatches} position(s) disagree' if mismatches else ''}"
+                ),
+            )
+        else:
+            kinds = [_GPU_KIND.get(Cat(table.cat[r]), _KERNEL) for r in first.rows]
+            names = [table.name[r] for r in first.rows]
+            cap_index, positions, method, evidence = self._best_capture(kinds, names, captures)
+            capture = captures[cap_index]
+            if method == "launch order" and first.by_node:
+                method = "graph node id"
+            elif method == "launch order" and len(first.per_stream) > 1:
+                method = "launch order, several streams"
         base = CONFIDENCE.get(method)
         if base is None:  # a sequence alignment: the share of kernels it could place
             placed = sum(p is not None for p in positions)
@@ -442,8 +492,8 @@ class _Aligner:
         disagreements = 0
         new_ids: dict[tuple[int, float], int] = {}
         unplaced: list[tuple[int, int]] = []
-        for rows_k, indices_k, _ in replays:
-            for k, (row, i) in enumerate(zip(rows_k, indices_k)):
+        for rp in replays:
+            for k, (row, i) in enumerate(rp.pairs()):
                 pos = positions[k] if k < len(positions) else None
                 if pos is None:
                     unplaced.append((row, i))
@@ -451,7 +501,11 @@ class _Aligner:
                 origin = capture.origins[pos]
                 confidence = base
                 eager = self._eager_names.get(origin)
-                if eager and table.name[row] not in eager:
+                if (
+                    eager
+                    and table.name[row] not in eager
+                    or _families_disagree(capture.ops[pos], table.name[row])
+                ):
                     confidence *= NAME_DISAGREES
                     disagreements += 1
                 key = (pos, confidence)
@@ -460,15 +514,15 @@ class _Aligner:
                     origin_id = new_ids[key] = self._add(
                         self._replayed(origin, capture, len(replays), method, confidence)
                     )
-                attributions.origin_ids[i] = origin_id
+                self.attributions.origin_ids[i] = origin_id
                 aligned_ns += table.dur_ns[row]
                 if origin.file is not None and origin.line is not None:
                     line_ns += table.dur_ns[row]
         if disagreements:
             evidence += (
                 (
-                    f"{disagreements} replayed kernel(s) differ in name from what their capture-time origin "
-                    "launched eagerly (confidence halved there)"
+                    f"{disagreements} replayed kernel(s) do not look like what their capture-time op computes, "
+                    "or differ from what it launched eagerly (confidence halved there)"
                 ),
             )
         if unplaced:
@@ -488,6 +542,30 @@ class _Aligner:
             round(base, 3),
             evidence,
         )
+
+    def _merge_streams(self, replay: _Replay, captures: list[_Capture]):
+        """(capture index, merge order as (stream, index) pairs, mismatches) for a multi-stream replay.
+
+        Without node ids, start times do not give capture order across streams (concurrent branches
+        start in either order). Each stream's own order is kept; a beam search interleaves the
+        streams so that, position by position, the kernel's kind matches the captured launch and its
+        family (GEMM, copy, softmax, ...) matches what the launch's op computes; ties keep start order.
+        """
+        table = self.table
+        streams = sorted(replay.per_stream)
+        seqs = [replay.per_stream[s] for s in streams]
+        total = sum(len(q) for q in seqs)
+        kinds = sorted(_GPU_KIND.get(Cat(table.cat[r]), _KERNEL) for r in replay.rows)
+        best = None
+        for index, cap in enumerate(captures):
+            if len(cap.kinds) != total or sorted(cap.kinds) != kinds:
+                continue
+            order, score, mismatches = _beam_merge(table, seqs, cap, self._eager_names)
+            if order is not None and (best is None or score > best[0]):
+                best = (score, index, [(streams[s], i) for s, i in order], mismatches)
+        if best is None:
+            return None
+        return best[1], best[2], best[3]
 
     def _best_capture(self, kinds, names, captures):
         """(capture index, capture position per replay kernel, method, evidence) of the best fit."""
@@ -607,6 +685,79 @@ def _candidates_by_family(sites: Sequence[Site], kernel: str) -> list[Site]:
     fitting = [s for s in sites if s.launches_kernel and any(f in kernel for f in s.kernel_families)]
     fitting.sort(key=lambda s: (-s.risk, s.path, s.line))
     return fitting[:MAX_CANDIDATES]
+
+
+# What a kernel computes, from its name, and what an op computes: used only to order concurrent
+# kernels and to check a match, never to pick between origins that launch the same kernel name.
+_KERNEL_FAMILIES = (
+    ("sort", re.compile(r"topk|sort", re.IGNORECASE)),
+    ("gemm", re.compile(r"gemm|nvjet|cutlass|xmma|splitk|cublas|wgmma", re.IGNORECASE)),
+    ("softmax", re.compile(r"softmax", re.IGNORECASE)),
+    ("copy", re.compile(r"copy", re.IGNORECASE)),
+    ("gather", re.compile(r"gather|index", re.IGNORECASE)),
+    ("reduce", re.compile(r"reduce_kernel", re.IGNORECASE)),
+    ("communication", re.compile(r"nccl|all_?reduce|all_?gather|reduce_?scatter", re.IGNORECASE)),
+)
+_OP_FAMILIES = {
+    **dict.fromkeys(("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::_scaled_mm"), "gemm"),
+    **dict.fromkeys(("aten::copy_", "aten::_to_copy", "aten::clone", "aten::cat"), "copy"),
+    **dict.fromkeys(("aten::_softmax", "aten::softmax", "aten::_log_softmax"), "softmax"),
+    **dict.fromkeys(
+        ("aten::index", "aten::index_select", "aten::gather", "aten::_index_put_impl_"), "gather"
+    ),
+    **dict.fromkeys(("aten::embedding", "aten::take"), "gather"),
+    **dict.fromkeys(("aten::topk", "aten::sort", "aten::argsort"), "sort"),
+    **dict.fromkeys(("aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::norm"), "reduce"),
+}
+BEAM = 32
+
+
+def _kernel_family(name: str) -> str | None:
+    return next((family for family, pattern in _KERNEL_FAMILIES if pattern.search(name)), None)
+
+
+def _fit(op: str, kernel: str) -> int:
+    """+1 when op and kernel name the same family, -1 when both are known and differ, else 0."""
+    wanted = _OP_FAMILIES.get(op)
+    found = _kernel_family(kernel)
+    if wanted is None or found is None:
+        return 0
+    return 1 if wanted == found else -1
+
+
+def _families_disagree(op: str, kernel: str) -> bool:
+    return _fit(op, kernel) < 0
+
+
+def _beam_merge(table: EventTable, seqs: list[list[int]], cap: _Capture, eager):
+    """Interleave per-stream sequences onto the capture's launches; (order, score, mismatches)."""
+    beams: list[tuple[float, tuple[int, ...], list[tuple[int, int]], int]] = [(0.0, (0,) * len(seqs), [], 0)]
+    for pos in range(len(cap.kinds)):
+        grown: dict[tuple[int, ...], tuple[float, tuple[int, ...], list[tuple[int, int]], int]] = {}
+        for score, heads, order, mismatches in beams:
+            starts = [table.ts_ns[q[h]] if h < len(q) else None for q, h in zip(seqs, heads)]
+            earliest = min((t for t in starts if t is not None), default=None)
+            for s, q in enumerate(seqs):
+                h = heads[s]
+                if h >= len(q):
+                    continue
+                row = q[h]
+                if _GPU_KIND.get(Cat(table.cat[row]), _KERNEL) != cap.kinds[pos]:
+                    continue
+                fit = _fit(cap.ops[pos], table.name[row])
+                known = eager.get(cap.origins[pos]) if cap.origins else None
+                if known:
+                    fit = 1 if table.name[row] in known else -1
+                gain = 2.0 * fit + (0.5 if starts[s] == earliest else 0.0)
+                key = heads[:s] + (h + 1,) + heads[s + 1 :]
+                candidate = (score + gain, key, order + [(s, h)], mismatches + (fit < 0))
+                if key not in grown or candidate[0] > grown[key][0]:
+                    grown[key] = candidate
+        if not grown:
+            return None, float("-inf"), 0
+        beams = sorted(grown.values(), key=lambda b: -b[0])[:BEAM]
+    score, _, order, mismatches = beams[0]
+    return order, score, mismatches
 
 
 def _sequence_alignment(

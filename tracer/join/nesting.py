@@ -15,14 +15,14 @@ from tracer.model.events import NONE, Cat, EventTable
 
 # Rounding ts and dur to ns separately can leave a child 1-2 ns past its parent's end.
 TOLERANCE_NS = 2
-_DUR_BITS = 42  # durations below 2**42 ns (73 minutes) pack under the start time in one sort key
+_DUR_BITS = 42  # durations below 2**42 ns (73 minutes) sort under their start time in one int key
 
 
 def by_start(table: EventTable, rows: Iterable[int]) -> list[int]:
     """Rows by start time, longer first at equal starts (so a parent precedes its children)."""
     ts, dur = table.ts_ns, table.dur_ns
-    limit = (1 << _DUR_BITS) - 1
-    return sorted(rows, key=lambda r: (ts[r] << _DUR_BITS) + (limit - min(dur[r], limit)))
+    shift = _DUR_BITS
+    return sorted(rows, key=lambda r: (ts[r] << shift) - dur[r])
 
 
 def enclosing_parents(

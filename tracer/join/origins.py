@@ -63,7 +63,9 @@ class OriginBuilder:
     def origin_id(self, join: _Join, anchor: int, replay: bool, calls: CallOrder) -> int:
         table = join.table
         if anchor == NONE:
-            return self._intern(("unlaunched",), lambda: Origin(evidence=("no launch or CPU op found for it",)))
+            return self._intern(
+                ("unlaunched",), lambda: Origin(evidence=("no launch or CPU op found for it",))
+            )
         op_chain, range_chain, forward = self._op_context(join, anchor)
         if forward != NONE and not replay:
             return self._backward(join, forward, op_chain, range_chain, calls)
@@ -196,8 +198,8 @@ class OriginBuilder:
                 base,
                 replay=True,
                 evidence=(
-                    f"replayed from a CUDA graph ({table.name[anchor]}): the trace links it to the "
-                    "replay call only, not to the capture-time line",
+                    f"replayed from a CUDA graph ({table.name[anchor]}): the trace links it to the"
+                    + " replay call only, not to the capture-time line",
                 ),
             )
         site_range = next((r for r in map(parse_site_range, reversed(ranges)) if r is not None), None)
@@ -224,7 +226,9 @@ class OriginBuilder:
         if self.use_call_from and call != NONE:
             line = call_from_line(table, call, user)
             if line is not None:
-                site = next((s for s in self.sites.at_line(user_frame.file, line) if s.method in methods), None)
+                site = next(
+                    (s for s in self.sites.at_line(user_frame.file, line) if s.method in methods), None
+                )
                 return self._at_line(
                     base, user_frame.file, line, site, 1.0, (f"CallFrom names line {line} of {label}",)
                 )
@@ -236,10 +240,23 @@ class OriginBuilder:
             )
         if not methods:
             return replace(
-                base, file=user_frame.file, evidence=(f"ran in {label}", _no_site_reason(table, call, user_frame))
+                base,
+                file=user_frame.file,
+                evidence=(f"ran in {label}", _no_site_reason(table, call, user_frame)),
             )
+        in_function = self.sites.in_function(user_frame.file, user_frame.def_line)
+        if not in_function:
+            # A frame already running when profiling began names its executing line, not its def.
+            running = [
+                s
+                for s in self.sites.at_line(user_frame.file, user_frame.def_line or 0)
+                if s.method in methods
+            ]
+            if len(running) == 1:
+                evidence = (f"{label} was already running when profiling began: its number is this line",)
+                return self._at_line(base, user_frame.file, running[0].line, running[0], 0.9, evidence)
         choice = choose_site(
-            self.sites.in_function(user_frame.file, user_frame.def_line),
+            in_function,
             methods,
             nth=k,
             calls=n,
@@ -249,13 +266,23 @@ class OriginBuilder:
         )
         if choice.site is None:
             return replace(base, file=user_frame.file, evidence=(f"ran in {label}", *choice.evidence))
-        origin = self._at_line(base, user_frame.file, choice.site.line, choice.site, choice.confidence, choice.evidence)
+        origin = self._at_line(
+            base, user_frame.file, choice.site.line, choice.site, choice.confidence, choice.evidence
+        )
         if choice.candidates:
-            origin = replace(origin, candidates=tuple(f"{user_frame.file}:{s.line}" for s in choice.candidates))
+            origin = replace(
+                origin, candidates=tuple(f"{user_frame.file}:{s.line}" for s in choice.candidates)
+            )
         return origin
 
     def _at_line(
-        self, base: Origin, file: str, line: int, site: Site | None, confidence: float, evidence: tuple[str, ...]
+        self,
+        base: Origin,
+        file: str,
+        line: int,
+        site: Site | None,
+        confidence: float,
+        evidence: tuple[str, ...],
     ) -> Origin:
         text = self.source.line(file, line)
         if text is None and site is not None:
@@ -279,15 +306,22 @@ class OriginBuilder:
             return replace(base, evidence=("no Python frames (with_stack=False)", *ranking.evidence))
         best = ranking.sites[0]
         origin = self._at_line(
-            base, best.path, best.line, best, ranking.confidence, ("a ranking, not a match:", *ranking.evidence)
+            base,
+            best.path,
+            best.line,
+            best,
+            ranking.confidence,
+            ("a ranking, not a match:", *ranking.evidence),
         )
         return replace(origin, candidates=tuple(s.location for s in ranking.sites))
 
 
 def _no_site_reason(table, call: int, user_frame: Frame) -> str:
-    name = table.name[call] if call != NONE else "?"
     where = f"`{user_frame.function}`"
-    if table.cat[call] == _CPU_OP if call != NONE else False:
+    if call == NONE:
+        return f"launched from {where} with no CPU op around the launch (a Triton or custom kernel)"
+    name = table.name[call]
+    if table.cat[call] == _CPU_OP:
         return f"{name} runs directly in {where} (an operator such as `*`, not a call site kind)"
     if name.startswith("nn.Module: "):
         module = _INSTANCE_SUFFIX.sub("", name.removeprefix("nn.Module: "))

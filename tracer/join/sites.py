@@ -66,7 +66,9 @@ class SiteIndex:
         return found
 
     def at_line(self, file: str, line: int) -> list[Site]:
-        return sorted((s for s in self.in_file(file) if s.line <= line <= (s.end_line or s.line)), key=lambda s: s.col)
+        return sorted(
+            (s for s in self.in_file(file) if s.line <= line <= (s.end_line or s.line)), key=lambda s: s.col
+        )
 
 
 def site_dtype(site: Site) -> str | None:
@@ -139,5 +141,7 @@ def _dtype_agrees(site: Site, target_dtype: str | None) -> bool:
 
 
 def _ranked(sites: Sequence[Site], first: Site, preferred: Sequence[Site]) -> tuple[Site, ...]:
-    rest = [s for s in preferred if s is not first] + [s for s in sites if s is not first and s not in preferred]
+    rest = [s for s in preferred if s is not first] + [
+        s for s in sites if s is not first and s not in preferred
+    ]
     return (first, *rest)

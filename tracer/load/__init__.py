@@ -12,7 +12,8 @@ from tracer.errors import InputError
 from tracer.load.chunks import Unchunkable, parse_in_chunks
 from tracer.load.columns import EventTableBuilder
 from tracer.load.meta import trace_meta
-from tracer.load.source import read_blocks
+from tracer.load.parallel import parse_in_workers, worker_count
+from tracer.load.source import is_gzip, read_blocks
 from tracer.model.events import Cat, Trace
 
 __all__ = ["load_trace"]
@@ -31,15 +32,31 @@ def load_trace(path: str | Path) -> Trace:
     try:
         builder = EventTableBuilder()
         try:
-            top = parse_in_chunks(read_blocks(path, notes), builder.add_events)
+            workers = worker_count(_uncompressed_estimate(path))
+            if workers > 1:
+                top = parse_in_workers(read_blocks(path, notes), builder, workers)
+            else:
+                top = parse_in_chunks(read_blocks(path, notes), builder.add_events)
         except Unchunkable:
             builder = EventTableBuilder()
             notes.clear()
             top = _parse_whole(path, builder, notes)
+        trace = _finish(path, top, builder, notes)
+        # The table lives as long as the analysis: keep the cycle collector from re-scanning its
+        # millions of objects on every later collection (refcounting still frees them).
+        gc.freeze()
     finally:
         if gc_was_enabled:
             gc.enable()
-    return _finish(path, top, builder, notes)
+    return trace
+
+
+def _uncompressed_estimate(path: Path) -> int:
+    try:
+        size = path.stat().st_size
+        return size * 10 if is_gzip(path) else size  # Kineto JSON compresses about 10:1
+    except OSError:
+        return 0  # read_blocks reports the problem
 
 
 def _parse_whole(path: Path, builder: EventTableBuilder, notes: list[str]) -> dict[str, Any]:

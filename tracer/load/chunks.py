@@ -29,40 +29,60 @@ def parse_in_chunks(blocks: Iterable[bytes], on_events: Callable[[list[Any], int
 
     Returns the document's other top-level keys (those before and after ``traceEvents``).
     """
-    stream = iter(blocks)
-    rest, header = _read_header(stream)
-    start = len(rest) - len(rest.lstrip(_WHITESPACE))
-    indent = _array_indent(rest[:start])
-    boundary = indent + b"{"
-    # `buffer` always starts with the whitespace before an event's "{", so that its first byte can
-    # become the "[" and the comma after the last whole event the "]": orjson then parses a view
-    # of the buffer in place, with no copy of the chunk.
-    buffer = bytearray(rest[start - 1 :] if start else b" " + rest)
-    del rest
+    chunks = EventChunks(blocks)
     first_index = 0
-    for block in stream:
-        buffer += block
-        cut = buffer.rfind(boundary, 1)
-        if cut <= 0:
-            continue
-        comma = _last_comma_before(buffer, cut)
-        buffer[0] = 0x5B  # "["
-        buffer[comma] = 0x5D  # "]"
-        with memoryview(buffer) as view:
-            events = _loads(view[: comma + 1])
-        del buffer[: cut + len(indent) - 1]
+    for raw in chunks:
+        events = _loads(raw)
+        del raw
         on_events(events, first_index)
         first_index += len(events)
         del events
-    # The last events, the array's end and any top-level keys after it.
-    buffer[0:1] = b'{"traceEvents":['
-    document = _loads(buffer)
-    del buffer
-    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
-        raise Unchunkable("the end of the document is not the end of traceEvents")
-    on_events(document.pop("traceEvents"), first_index)
-    header.update(document)
-    return header
+    return chunks.top
+
+
+class EventChunks:
+    """Iterate over the ``traceEvents`` array as raw JSON arrays of whole events (bytes), in order.
+
+    After the iteration, `top` holds the document's other top-level keys.
+    """
+
+    def __init__(self, blocks: Iterable[bytes]) -> None:
+        self._stream = iter(blocks)
+        self.top: dict[str, Any] = {}
+
+    def __iter__(self) -> Iterator[bytes]:
+        stream = self._stream
+        rest, header = _read_header(stream)
+        start = len(rest) - len(rest.lstrip(_WHITESPACE))
+        indent = _array_indent(rest[:start])
+        boundary = indent + b"{"
+        # `buffer` starts with the whitespace before an event's "{": its first byte becomes the
+        # "[" and the comma after the last whole event the "]" of one chunk.
+        buffer = bytearray(rest[start - 1 :])
+        del rest
+        for block in stream:
+            buffer += block
+            cut = buffer.rfind(boundary, 1)
+            if cut <= 0:
+                continue
+            comma = _last_comma_before(buffer, cut)
+            buffer[0] = 0x5B  # "["
+            buffer[comma] = 0x5D  # "]"
+            chunk = bytes(memoryview(buffer)[: comma + 1])
+            del buffer[: cut + len(indent) - 1]
+            yield chunk
+            del chunk
+        # The last events, the array's end and any top-level keys after it.
+        buffer[0:1] = b'{"traceEvents":['
+        document = _loads(buffer)
+        del buffer
+        if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+            raise Unchunkable("the end of the document is not the end of traceEvents")
+        last = document.pop("traceEvents")
+        header.update(document)
+        self.top = header
+        if last:
+            yield orjson.dumps(last)
 
 
 def _read_header(stream: Iterator[bytes]) -> tuple[bytes, dict[str, Any]]:

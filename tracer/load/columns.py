@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import zlib
 from typing import Any
 
 import orjson
@@ -137,12 +138,20 @@ class EventTableBuilder:
         kept = {key: args[key] for key in keys if key in args}
         if not kept:
             return None
-        # Identical args (same shapes in every layer and step) share one dict: treat them as read-only.
-        key = orjson.dumps(kept)
+        return self.intern_args(kept, orjson.dumps(kept))
+
+    def intern_args(self, kept: dict[str, Any], key: bytes) -> dict[str, Any]:
+        """Identical args (same shapes in every layer and step) share one dict: read-only."""
         shared = self._args.get(key)
         if shared is None:
             shared = self._args[key] = kept
         return shared
+
+    def intern_name(self, raw_name: str) -> str:
+        name = self._names.get(raw_name)
+        if name is None:
+            name = self._names[raw_name] = sys.intern(frame_name(str(raw_name)))
+        return name
 
     def _int_id(self, value: Any) -> int:
         if isinstance(value, float) and value.is_integer():
@@ -152,7 +161,8 @@ class EventTableBuilder:
             return int(text)
         known = self.string_ids.get(text)
         if known is None:
-            known = self.string_ids[text] = -1000 - len(self.string_ids)
+            # Derived from the text alone, so that chunks loaded in separate processes agree.
+            known = self.string_ids[text] = -1000 - zlib.crc32(text.encode())
         return known
 
     def _add_flow_point(self, event: dict[str, Any]) -> None:

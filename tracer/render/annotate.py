@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from tracer.errors import InputError
+from tracer.explain.diff import origin_where
 from tracer.model import Attributions, Origin
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -25,7 +26,8 @@ ADDED_KEYS = ("origin", "site", "source", "rule", "confidence")
 class AnnotateSummary:
     path: str
     gpu_events: int  # GPU events the join saw
-    annotated: int  # of those, events given an origin
+    annotated: int  # of those, events given an origin (a file at least)
+    with_line: int  # of those, events whose origin names the exact line
     origins: int  # distinct origins written
 
 
@@ -33,7 +35,7 @@ def origin_args(origin: Origin) -> dict[str, Any] | None:
     """The keys added to an event's args, or None where the origin names no source file."""
     if origin.file is None:
         return None
-    args: dict[str, Any] = {"origin": origin.location}
+    args: dict[str, Any] = {"origin": origin_where(origin)}
     if origin.site_id:
         args["site"] = origin.site_id
     if origin.source:
@@ -61,15 +63,15 @@ def read_raw_trace(path: str | Path) -> dict[str, Any]:
     return document
 
 
-def annotate_document(document: dict[str, Any], attributions: Attributions) -> tuple[int, int]:
+def annotate_document(document: dict[str, Any], attributions: Attributions) -> tuple[int, int, int]:
     """Add origin keys to the args of attributed GPU events in `document` (in place).
 
-    Returns (events annotated, distinct origins written).
+    Returns (events annotated, of them with an exact line, distinct origins written).
     """
     events = document["traceEvents"]
     raw_index = attributions.trace.events.raw_index
     per_origin = [origin_args(origin) for origin in attributions.origins]
-    annotated = 0
+    annotated = with_line = 0
     used: set[int] = set()
     for gpu_row, origin_id in zip(attributions.gpu_rows, attributions.origin_ids, strict=True):
         if origin_id < 0:
@@ -84,8 +86,9 @@ def annotate_document(document: dict[str, Any], attributions: Attributions) -> t
             args = event["args"] = {}
         args.update(added)
         annotated += 1
+        with_line += attributions.origins[origin_id].line is not None
         used.add(origin_id)
-    return annotated, len(used)
+    return annotated, with_line, len(used)
 
 
 def write_annotated_trace(attributions: Attributions, out_path: str | Path) -> AnnotateSummary:
@@ -96,7 +99,7 @@ def write_annotated_trace(attributions: Attributions, out_path: str | Path) -> A
     if out_path.exists() and source.exists() and out_path.resolve() == source.resolve():
         raise InputError(out_path, "is the input trace; write the annotated trace to another file")
     document = read_raw_trace(source)
-    annotated, origins = annotate_document(document, attributions)
+    annotated, with_line, origins = annotate_document(document, attributions)
     data = orjson.dumps(document)
     if out_path.name.lower().endswith(".gz"):
         data = gzip.compress(data, compresslevel=6, mtime=0)
@@ -104,4 +107,4 @@ def write_annotated_trace(attributions: Attributions, out_path: str | Path) -> A
         out_path.write_bytes(data)
     except OSError as err:
         raise InputError(out_path, f"cannot write: {err.strerror or err}") from err
-    return AnnotateSummary(str(out_path), len(attributions), annotated, origins)
+    return AnnotateSummary(str(out_path), len(attributions), annotated, with_line, origins)

@@ -47,9 +47,10 @@ def dot_string(text: Any):  # -> graphviz.quoting.NoHtml (a str)
     marked so the `graphviz` package never mistakes ``<...>`` text for an HTML label."""
     from graphviz import nohtml
 
-    # In a DOT escString a backslash starts an escape (\N, \G, \n, \"): double every one first.
-    out = strip_control(text).replace("\\", "\\\\").replace('"', '\\"')
-    return nohtml(out)
+    # In a DOT escString a backslash starts an escape (\N, \G, \n, \"): double every one first;
+    # then line breaks become DOT's own \n.
+    out = strip_control(text, keep_newlines=True).replace("\\", "\\\\").replace('"', '\\"')
+    return nohtml(out.replace("\n", "\\n"))
 
 
 def terminal(text: Any) -> str:

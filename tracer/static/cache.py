@@ -53,9 +53,7 @@ class ScanCache:
         return found
 
     def put_many(self, entries: Iterable[tuple[str, list[Site], str | None]]) -> None:
-        rows = [
-            (key, orjson.dumps([_compact(s) for s in sites]), skipped) for key, sites, skipped in entries
-        ]
+        rows = [(key, orjson.dumps([_compact(s) for s in sites]), skipped) for key, sites, skipped in entries]
         with self._db:
             self._db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", rows)
 

@@ -102,9 +102,11 @@ def decorator_name(node: ast.expr) -> str | None:
 
 
 class _Candidate:
-    __slots__ = ("node", "ctx", "statement", "target_index")
+    __slots__ = ("ctx", "node", "statement", "target_index")
 
-    def __init__(self, node: ast.AST, ctx: Context, statement: ast.stmt | None = None, target_index: int = -1):
+    def __init__(
+        self, node: ast.AST, ctx: Context, statement: ast.stmt | None = None, target_index: int = -1
+    ):
         self.node, self.ctx, self.statement, self.target_index = node, ctx, statement, target_index
 
 
@@ -133,7 +135,9 @@ class _StatementWalk:
 
     def statement(self, stmt: ast.stmt, ctx: Context, prefix: str, in_function: bool) -> None:
         if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
-            if isinstance(stmt, _FUNCTIONS) and any(decorator_name(d) in self.skip for d in stmt.decorator_list):
+            if isinstance(stmt, _FUNCTIONS) and any(
+                decorator_name(d) in self.skip for d in stmt.decorator_list
+            ):
                 return  # a Triton/CuTe kernel: compiled, launches no aten op
             first = stmt.decorator_list[0].lineno if stmt.decorator_list else stmt.lineno
             if self._hit_range(first, stmt.end_lineno):  # type: ignore[arg-type]
@@ -148,7 +152,10 @@ class _StatementWalk:
                     self._header(
                         (a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)), ctx
                     )
-                    self._header(iter((args.vararg and args.vararg.annotation, args.kwarg and args.kwarg.annotation)), ctx)
+                    self._header(
+                        iter((args.vararg and args.vararg.annotation, args.kwarg and args.kwarg.annotation)),
+                        ctx,
+                    )
                     self._header(iter((stmt.returns,)), ctx)
             qualname = f"{prefix}{stmt.name}"
             inner = Context(qualname, first, False)
@@ -200,7 +207,9 @@ class _StatementWalk:
         return i < len(self.hits) and self.hits[i] <= last
 
 
-def _find_candidates(piece: ast.AST, ctx: Context, whole_statement: bool, matcher_names: tuple) -> list[_Candidate]:
+def _find_candidates(
+    piece: ast.AST, ctx: Context, whole_statement: bool, matcher_names: tuple
+) -> list[_Candidate]:
     """Pass 2: the candidate calls and stores inside one statement or header expression."""
     attr_names, bare_names, stores = matcher_names
     found: list[_Candidate] = []
@@ -280,7 +289,11 @@ def scan_tree(
                         segment = lines.segment(cand.statement)
                         parsed = parsed_statements[id(cand.statement)] = (_parse_statement(segment), segment)
                     stmt, segment = parsed
-                    target = stmt.targets[cand.target_index].target if isinstance(stmt, cst.Assign) else stmt.target  # type: ignore[attr-defined]
+                    target = (
+                        stmt.targets[cand.target_index].target
+                        if isinstance(stmt, cst.Assign)
+                        else stmt.target
+                    )  # type: ignore[attr-defined]
                     site = matcher.match_store(
                         target,
                         stmt,

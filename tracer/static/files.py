@@ -21,7 +21,18 @@ PRESETS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 
-_SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "node_modules", ".mypy_cache", ".ruff_cache"}
+_SKIP_DIRS = {
+    "__pycache__",
+    ".git",
+    ".hg",
+    ".svn",
+    ".tox",
+    ".nox",
+    ".venv",
+    "node_modules",
+    ".mypy_cache",
+    ".ruff_cache",
+}
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ def call_names(call: cst.Call) -> str | None:
 class _ArgText:
     """One call argument as source text: `text` as written (`dtype=x`), `value` without the keyword."""
 
-    __slots__ = ("text", "value", "keyword", "star")
+    __slots__ = ("keyword", "star", "text", "value")
 
     def __init__(self, arg: cst.Arg, code: str) -> None:
         text = code.strip()
@@ -146,7 +146,9 @@ class SiteMatcher:
         return isinstance(func, cst.Name) and func.value in self.bare_names
 
     # -- matching --
-    def match_call(self, call: cst.Call, line: int, col: int, ctx: Context, text: str | None = None) -> Site | None:
+    def match_call(
+        self, call: cst.Call, line: int, col: int, ctx: Context, text: str | None = None
+    ) -> Site | None:
         """A site for `call` if a rule matches; `text` is the call's exact source when the caller has it."""
         func = call.func
         method: str | None = None
@@ -160,7 +162,9 @@ class SiteMatcher:
             if qualified is not None and qualified in self.rules.function_names:
                 method = None
             elif is_module:
-                return None  # `asyncio.gather(...)`, `np.stack(...)`: a module's function, not a tensor method
+                return (
+                    None  # `asyncio.gather(...)`, `np.stack(...)`: a module's function, not a tensor method
+                )
             else:
                 qualified = None
                 method = func.attr.value
@@ -184,7 +188,9 @@ class SiteMatcher:
             text = self._code(call.with_changes(lpar=(), rpar=()) if call.lpar else call)
         name = method if method is not None else qualified.rsplit(".", 1)[-1]  # type: ignore[union-attr]
         arg_texts = tuple(a.text for a in args)
-        return self._site(rule, line, col, ctx, name, receiver, arg_texts, text, line, target_dtype, target_device)
+        return self._site(
+            rule, line, col, ctx, name, receiver, arg_texts, text, line, target_dtype, target_device
+        )
 
     def match_store(
         self,
@@ -200,7 +206,9 @@ class SiteMatcher:
         if is_string_key(target):
             return None
         index_class = self._index_class(target)
-        rule = next((r for r in self._store_rules if r.index_class is None or index_class in r.index_class), None)
+        rule = next(
+            (r for r in self._store_rules if r.index_class is None or index_class in r.index_class), None
+        )
         if rule is None:
             return None
         if text is None:
@@ -214,7 +222,9 @@ class SiteMatcher:
         receiver = self._code(value_node.with_changes(lpar=(), rpar=()) if value_node.lpar else value_node)
         return self._site(rule, line, col, ctx, "__setitem__", receiver, args, text, stmt_line, None, None)
 
-    def _first_call_rule(self, method: str | None, qualified: str | None, args: list[_ArgText]) -> Rule | None:
+    def _first_call_rule(
+        self, method: str | None, qualified: str | None, args: list[_ArgText]
+    ) -> Rule | None:
         arg_class: str | None = None
         for rule in self._call_rules:
             if method is not None and method not in rule.methods:
@@ -274,7 +284,9 @@ class SiteMatcher:
             if kind == "dtype" and dtype is None:
                 dtype = arg.value
             elif kind == "device" and device is None:
-                device = arg.value.strip("'\"") if re.fullmatch(r"""(['"])[\w:]+\1""", arg.value) else arg.value
+                device = (
+                    arg.value.strip("'\"") if re.fullmatch(r"""(['"])[\w:]+\1""", arg.value) else arg.value
+                )
         if method == "type" and dtype is None:
             dtype = next((a.value for a in args if a.positional), None)
         return dtype, device
@@ -333,7 +345,13 @@ class SiteMatcher:
         )
 
     def score(
-        self, rule: Rule, ctx: Context, receiver: str, args: tuple[str, ...], text: str, target_dtype: str | None
+        self,
+        rule: Rule,
+        ctx: Context,
+        receiver: str,
+        args: tuple[str, ...],
+        text: str,
+        target_dtype: str | None,
     ) -> tuple[float, tuple[str, ...]]:
         """The rule's base plus every factor that fires, clamped to 0..100, and why, in words."""
         if not rule.launches_kernel:
@@ -347,6 +365,7 @@ class SiteMatcher:
             "in_loop": ctx.in_loop,
             "text": _LINE_BREAKS.sub("", text),
             "args": ", ".join(args),
+            "each_arg": [_LINE_BREAKS.sub("", a) for a in args],
             "target_dtype": target_dtype,
         }
         score = rule.base

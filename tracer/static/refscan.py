@@ -35,7 +35,9 @@ class _SiteCollector(cst.CSTVisitor):
         self.loop_depth: list[int] = [0]
         self.outer_fors: set[int] = set()
         self.calls: list[tuple[cst.Call, int, int, Context, tuple[str, ...]]] = []
-        self.stores: list[tuple[cst.Subscript, cst.BaseSmallStatement, int, int, int, Context, tuple[str, ...]]] = []
+        self.stores: list[
+            tuple[cst.Subscript, cst.BaseSmallStatement, int, int, int, Context, tuple[str, ...]]
+        ] = []
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self.indent.append(self.default_indent if node.indent is None else node.indent)
@@ -137,7 +139,9 @@ class _SiteCollector(cst.CSTVisitor):
     def _store(self, statement: cst.BaseSmallStatement, target: cst.BaseExpression) -> None:
         if isinstance(target, cst.Subscript) and not is_string_key(target):
             line, col = self._start(target)
-            self.stores.append((target, statement, self._start(statement)[0], line, col, self._ctx(), tuple(self.indent)))
+            self.stores.append(
+                (target, statement, self._start(statement)[0], line, col, self._ctx(), tuple(self.indent))
+            )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:

@@ -20,7 +20,18 @@ else:  # pragma: no cover - Python 3.10
 # rules/ beside the tracer package (a source checkout); an installed wheel would carry them too.
 BUILTIN_RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 
-FACTOR_INPUTS = ("receiver", "function", "qualname", "path", "in_loop", "text", "args", "target_dtype")
+# What a factor's pattern is tested on; "each_arg" fires when any one argument's text matches.
+FACTOR_INPUTS = (
+    "receiver",
+    "function",
+    "qualname",
+    "path",
+    "in_loop",
+    "text",
+    "args",
+    "each_arg",
+    "target_dtype",
+)
 ARG_CLASSES = ("none", "dtype", "device", "dtype+device", "other")
 INDEX_CLASSES = ("index", "slice")
 
@@ -39,6 +50,8 @@ class RiskFactor:
         value = values[self.on]
         if self.pattern is None:
             return bool(value)
+        if self.on == "each_arg":
+            return any(self.pattern.search(arg) for arg in value)
         return value is not None and self.pattern.search(str(value)) is not None
 
 
@@ -142,7 +155,9 @@ def _build_rule_set(files: Sequence[Path]) -> RuleSet:
         for raw in data.get("rule", ()):
             rule = _rule(path, family, raw)
             if rule.code in rules:
-                raise InputError(path, f"rule code {rule.code} is already defined in {rules[rule.code].source}")
+                raise InputError(
+                    path, f"rule code {rule.code} is already defined in {rules[rule.code].source}"
+                )
             rules[rule.code] = rule
     for needed in ("dtype", "device"):
         if needed not in arg_patterns:
@@ -162,7 +177,9 @@ def _factor(path: Path, raw: dict[str, Any]) -> RiskFactor:
     try:
         on = raw["on"]
         if on not in FACTOR_INPUTS:
-            raise InputError(path, f"factor {raw.get('id')!r}: `on` must be one of {', '.join(FACTOR_INPUTS)}")
+            raise InputError(
+                path, f"factor {raw.get('id')!r}: `on` must be one of {', '.join(FACTOR_INPUTS)}"
+            )
         pattern = raw.get("pattern")
         return RiskFactor(
             id=raw["id"],
@@ -190,7 +207,9 @@ def _rule(path: Path, family: str, raw: dict[str, Any]) -> Rule:
             raise InputError(path, f"rule {code}: arg_class values must be among {', '.join(ARG_CLASSES)}")
         index_class = match.get("index_class")
         if index_class is not None and not set(index_class) <= set(INDEX_CLASSES):
-            raise InputError(path, f"rule {code}: index_class values must be among {', '.join(INDEX_CLASSES)}")
+            raise InputError(
+                path, f"rule {code}: index_class values must be among {', '.join(INDEX_CLASSES)}"
+            )
         lowers = raw.get("lowers", {})
         examples = raw.get("examples", {})
         return Rule(

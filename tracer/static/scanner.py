@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import multiprocessing
 import os
+import sqlite3
+import threading
 import time
 import tokenize
 import warnings
@@ -77,7 +79,9 @@ def decode_source(source: bytes) -> str:
     try:
         return source.decode(encoding)
     except (UnicodeDecodeError, LookupError) as err:
-        raise ValueError(f"undecodable as {encoding}: {err.reason if hasattr(err, 'reason') else err}") from None
+        raise ValueError(
+            f"undecodable as {encoding}: {err.reason if hasattr(err, 'reason') else err}"
+        ) from None
 
 
 def scan_source(
@@ -180,6 +184,26 @@ def _guarded(source: bytes, relative: str, rules: RuleSet, patterns) -> FileScan
         return FileScan((), "cannot scan: nesting too deep")
 
 
+def _open_cache(cache_dir: Path | None | Literal[False]) -> ScanCache | None:
+    """The cache, or None when disabled or unusable (a read-only home must not stop a scan)."""
+    if cache_dir is False:
+        return None
+    try:
+        return ScanCache(default_cache_dir() if cache_dir is None else cache_dir)
+    except (OSError, sqlite3.Error) as err:
+        warnings.warn(f"kerneltrace: scan cache disabled: {err}", stacklevel=3)
+        return None
+
+
+def _start_method() -> str:
+    """`fork` is cheapest and works from a REPL or stdin, but forking a process that runs other threads
+    (a progress bar's refresher) can deadlock the child; then a fork server starts clean workers."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
 # ---- the public entry point ----
 
 
@@ -209,7 +233,7 @@ def scan(
         except OSError:
             sources.append(None)
     keys = [entry_key(f.relative, s, rules.digest) if s is not None else "" for f, s in zip(files, sources)]
-    cache = ScanCache(default_cache_dir() if cache_dir is None else cache_dir) if cache_dir is not False else None
+    cache = _open_cache(cache_dir)
     cached = cache.get_many([k for k in keys if k]) if cache is not None else {}
     results: dict[int, FileScan] = {}
     todo: list[int] = []
@@ -227,7 +251,10 @@ def scan(
     fresh = _scan_files(files, sources, todo, rules, jobs, progress, len(results), total)
     results.update(fresh)
     if cache is not None:
-        cache.put_many((keys[i], list(r.sites), r.skipped) for i, r in fresh.items() if keys[i])
+        try:
+            cache.put_many((keys[i], list(r.sites), r.skipped) for i, r in fresh.items() if keys[i])
+        except sqlite3.Error as err:  # a full disk or a locked cache costs the next run time, not this one
+            warnings.warn(f"kerneltrace: scan cache not written: {err}", stacklevel=2)
         cache.close()
     sites: list[Site] = []
     skipped: list[SkippedFile] = []
@@ -276,9 +303,10 @@ def _scan_files(
             current, current_bytes = [], 0
     if current:
         chunks.append(current)
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(rules,)) as pool:
+    context = multiprocessing.get_context(_start_method())
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(rules,)
+    ) as pool:
         futures = {
             pool.submit(_scan_chunk, [(str(files[i].absolute), files[i].relative) for i in chunk]): chunk
             for chunk in chunks

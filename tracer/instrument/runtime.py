@@ -1,0 +1,116 @@
+"""What instrumented code calls at run time: named record_function ranges that cost ~nothing unprofiled.
+
+Rewritten statements call ``__kt_range__("kt:site:...")`` (the name `HELPER_NAME`); function wrappers
+use `function_range`. Both return a shared no-op context manager unless a profiler is recording, so
+the disabled path is one C call. A failure inside our range code is logged once and swallowed: the
+instrumented code always runs exactly as it would without us.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger("kerneltrace")
+
+# The global name rewritten code calls. A dunder name, so class bodies do not mangle it.
+HELPER_NAME = "__kt_range__"
+# Attribute a function wrapper carries, pointing at the function it wraps (for unwrapping).
+ORIGINAL_ATTRIBUTE = "__kerneltrace_original__"
+
+_NULL_RANGE = contextlib.nullcontext()
+_warned: set[str] = set()
+
+
+def warn_once(key: str, message: str, *args: Any) -> None:
+    """Log a failure of ours once per `key` (never raise into the instrumented code)."""
+    if key in _warned:
+        return
+    _warned.add(key)
+    logger.warning("kerneltrace: " + message, *args, exc_info=True)
+
+
+@functools.cache
+def _torch_hooks() -> tuple[Callable[[], bool], Callable[[], bool], Callable[[str], Any]]:
+    import torch
+
+    return torch._C._autograd._profiler_enabled, torch.compiler.is_compiling, torch.profiler.record_function
+
+
+class ProfiledRange:
+    """A `torch.profiler.record_function` range that never raises into the code it wraps."""
+
+    __slots__ = ("_name", "_record")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._record = None
+
+    def __enter__(self) -> None:
+        try:
+            record = _torch_hooks()[2](self._name)
+            record.__enter__()
+            self._record = record
+        except Exception:
+            warn_once("enter", "could not open the range %s; running without it", self._name)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        record = self._record
+        if record is not None:
+            self._record = None
+            try:
+                record.__exit__(None, None, None)
+            except Exception:
+                warn_once("exit", "could not close the range %s", self._name)
+        return False  # never swallow the instrumented code's exception
+
+
+def named_range(name: str) -> contextlib.AbstractContextManager:
+    """The range to enter for `name` now: a real one while a profiler records, else a shared no-op.
+
+    Under torch.compile tracing it is always the no-op, so compiled regions see no graph break.
+    """
+    try:
+        profiler_enabled, is_compiling, _ = _torch_hooks()
+        if is_compiling() or not profiler_enabled():
+            return _NULL_RANGE
+    except Exception:
+        warn_once("check", "could not ask torch whether a profiler is running")
+        return _NULL_RANGE
+    return ProfiledRange(name)
+
+
+# What rewritten statements call; module globals and builtins both get it (see `install_helper`).
+site_range = named_range
+
+
+def install_helper(namespace: dict[str, Any] | None = None) -> None:
+    """Make `HELPER_NAME` resolvable: in `namespace` (a module's globals) and in builtins.
+
+    Builtins is the fallback for rewritten code run in a namespace we never saw (runpy, exec); it
+    stays installed, since modules imported while instrumenting keep their rewritten code.
+    """
+    if namespace is not None:
+        namespace[HELPER_NAME] = site_range
+    if getattr(builtins, HELPER_NAME, None) is not site_range:
+        setattr(builtins, HELPER_NAME, site_range)
+
+
+def function_range(function: Callable, name: str) -> Callable:
+    """`function` wrapped so each call runs inside the range `name` while a profiler records."""
+
+    @functools.wraps(function)
+    def kerneltrace_range(*args: Any, **kwargs: Any) -> Any:
+        with named_range(name):
+            return function(*args, **kwargs)
+
+    setattr(kerneltrace_range, ORIGINAL_ATTRIBUTE, function)
+    return kerneltrace_range
+
+
+def is_range_wrapper(obj: object) -> bool:
+    return callable(obj) and hasattr(obj, ORIGINAL_ATTRIBUTE)

@@ -1,0 +1,198 @@
+"""`profile()`: site and function ranges installed, torch.profiler running on a step schedule, trace out.
+
+    with tracer.profile(sites=scan(["model.py"]).sites, steps=3, out="trace.json.gz") as session:
+        for _ in range(5):
+            model.decode_step(x)
+            session.step()
+
+At the end the trace is written (``.json`` or ``.json.gz``) and explained: `session.analysis` holds
+the `Analysis`, and the explain table is printed unless ``explain=False``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tracer.errors import InputError
+from tracer.instrument.functions import FunctionRanges
+from tracer.instrument.patch import InstrumentationReport, SiteInstrumentation
+from tracer.instrument.plan import SitePlan, SiteSelection
+from tracer.model.finding import Analysis
+from tracer.model.site import Site
+
+logger = logging.getLogger("kerneltrace")
+
+
+class ProfileSession:
+    """One profiled run. Use as a context manager; call `step()` once per step (or name a step function)."""
+
+    def __init__(
+        self,
+        *,
+        sites: Sequence[Site] = (),
+        steps: int | None = None,
+        out: str | Path = "kerneltrace-profile.json.gz",
+        with_stack: bool = False,
+        warmup: int = 1,
+        wait: int = 0,
+        functions: Sequence[str] = (),
+        step_function: str | None = None,
+        selection: SiteSelection = SiteSelection(),
+        record_shapes: bool = True,
+        explain: bool = True,
+        console: Any = None,
+        layers: int | None = None,
+    ) -> None:
+        if steps is not None and steps < 1:
+            raise InputError("--steps", f"must be at least 1 (got {steps})")
+        if warmup < 0 or wait < 0:
+            raise InputError("--warmup/--wait", "must not be negative")
+        self.out = Path(out)
+        if not (self.out.name.endswith(".json") or self.out.name.endswith(".json.gz")):
+            raise InputError(self.out, "the trace file must end in .json or .json.gz")
+        self.sites = tuple(sites)
+        self.steps = steps
+        self.with_stack = with_stack
+        self.warmup = warmup
+        self.wait = wait
+        self.function_paths = tuple(functions)
+        self.step_function = step_function
+        self.selection = selection
+        self.record_shapes = record_shapes
+        self.explain = explain
+        self.console = console
+        self.layers = layers
+        self.steps_taken = 0
+        self.trace_written = False
+        self.analysis: Analysis | None = None
+        self.instrumentation = SiteInstrumentation(SitePlan(self.sites, selection=selection))
+        self.functions = FunctionRanges(self.function_paths)
+        self._profiler = None
+
+    @property
+    def report(self) -> InstrumentationReport:
+        return self.instrumentation.report
+
+    # -- the run ----------------------------------------------------------------------------------
+    def __enter__(self) -> ProfileSession:
+        import torch
+        from torch.profiler import ProfilerActivity, schedule
+
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if self.sites:
+                self.instrumentation.install()
+            self.functions.install()
+            if self.step_function:
+                self.functions.install_step(self.step_function, self.step)
+            activities = [ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(ProfilerActivity.CUDA)
+            plan = None
+            if self.steps is not None:
+                plan = schedule(wait=self.wait, warmup=self.warmup, active=self.steps, repeat=1)
+            self._profiler = torch.profiler.profile(
+                activities=activities,
+                schedule=plan,
+                on_trace_ready=self._write_trace,
+                record_shapes=self.record_shapes,
+                with_stack=self.with_stack,
+            )
+            self._profiler.__enter__()
+        except BaseException:
+            self._undo()
+            raise
+        return self
+
+    def step(self) -> None:
+        """Mark the end of one step (ProfilerStep#N in the trace; drives the wait/warmup/active schedule)."""
+        self.steps_taken += 1
+        if self._profiler is not None:
+            self._profiler.step()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if self._profiler is not None:
+                self._profiler.__exit__(None, None, None)
+                if not self.trace_written and self.steps is None:
+                    self._write_trace(self._profiler)
+        finally:
+            self._profiler = None
+            self._undo()
+        if exc_type is not None:
+            return
+        if not self.trace_written:
+            needed = self.wait + self.warmup + 1
+            raise InputError(
+                self.out,
+                f"no trace recorded: {self.steps_taken} step(s) ran, the schedule needs at least {needed} "
+                f"(wait {self.wait} + warmup {self.warmup} + 1 active)",
+            )
+        if self.explain:
+            self.analysis = self.explain_now()
+
+    def _undo(self) -> None:
+        self.functions.uninstall()
+        self.instrumentation.uninstall()
+
+    def _write_trace(self, profiler: Any) -> None:
+        if self.trace_written:
+            return
+        profiler.export_chrome_trace(str(self.out))
+        self.trace_written = True
+
+    # -- the answer -------------------------------------------------------------------------------
+    def explain_now(self, print_table: bool = True) -> Analysis | None:
+        """Explain the written trace with the instrumented sites; print the table if asked."""
+        try:
+            from tracer.api import explain_trace
+        except ImportError:  # the explain stage is not part of this checkout
+            logger.warning("kerneltrace: trace written to %s (no explain stage available)", self.out)
+            return None
+        analysis = explain_trace(self.out, sites=list(self.sites) or None, layers=self.layers)
+        if print_table:
+            from tracer.render.table import print_table as print_analysis
+
+            console = self.console
+            if console is None:
+                from tracer.cli.common import stdout_console
+
+                console = stdout_console()
+            print_analysis(analysis, console)
+        return analysis
+
+
+@contextlib.contextmanager
+def profile(
+    sites: Sequence[Site] = (),
+    steps: int | None = None,
+    out: str | Path = "kerneltrace-profile.json.gz",
+    with_stack: bool = False,
+    warmup: int = 1,
+    wait: int = 0,
+    functions: Sequence[str] = (),
+    **options: Any,
+):
+    """Profile a block with kerneltrace's ranges; yields the `ProfileSession` (call `.step()` per step).
+
+    `sites`: sites to bracket with exact-origin ranges (from `tracer.static.scan`), filtered by
+    ``selection=SiteSelection(...)``; `functions`: dotted paths to wrap in ``kt:fn:`` ranges;
+    ``step_function="pkg.mod.Class.method"`` makes each call one step. `steps` active steps after
+    `wait` + `warmup` (None: record the whole block). Other options: see `ProfileSession`.
+    """
+    session = ProfileSession(
+        sites=sites,
+        steps=steps,
+        out=out,
+        with_stack=with_stack,
+        warmup=warmup,
+        wait=wait,
+        functions=functions,
+        **options,
+    )
+    with session:
+        yield session

@@ -1,0 +1,142 @@
+"""Parse a big trace's chunks in worker processes: each returns compact columns, the parent merges.
+
+A worker does the expensive part (orjson parse + the per-event loop) and sends back what the
+parent can append at C speed: numeric columns as raw array bytes, names and args as small tables
+of unique values plus an index per row.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+from array import array
+from collections.abc import Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tracer.load.chunks import EventChunks, Unchunkable
+from tracer.load.columns import EventTableBuilder
+
+PARALLEL_MIN_BYTES = 48 << 20  # below this, starting workers costs more than it saves
+_INT_COLUMNS = ("cat", "pid", "tid", "ts_ns", "dur_ns", "ext_id", "correlation", "py_id", "py_parent", "raw_index")
+
+
+def worker_count(size_bytes: int) -> int:
+    """How many processes to parse with: KERNELTRACE_LOAD_WORKERS, else up to 2 for big files."""
+    configured = os.environ.get("KERNELTRACE_LOAD_WORKERS")
+    if configured is not None and configured.strip().isdigit():
+        return int(configured)
+    if size_bytes < PARALLEL_MIN_BYTES:
+        return 1
+    return min(2, os.cpu_count() or 1)
+
+
+@dataclass
+class ChunkColumns:
+    """One chunk's rows, compact: what `EventTableBuilder.merge` appends."""
+
+    rows: int
+    events: int  # events in the chunk (rows + those skipped), to number the next chunk
+    ints: dict[str, bytes]
+    names: list[str]
+    name_index: bytes  # array("i") into names
+    args: list[bytes]  # orjson of each distinct args dict
+    args_index: bytes  # array("i"): 0 for None, k + 1 for args[k]
+    fwdbwd_points: list[tuple[str, int, int, int, int]]
+    string_ids: dict[str, int]
+    skipped_no_ts: int
+    call_from: bool
+
+
+def parse_chunk(raw: bytes) -> ChunkColumns:
+    """Worker side: parse one raw JSON array of events into `ChunkColumns` (raw_index from 0)."""
+    try:
+        events = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        raise Unchunkable(str(err)) from None
+    del raw
+    builder = EventTableBuilder()
+    builder.add_events(events, 0)
+    count = len(events)
+    del events
+    table = builder.table
+    distinct_names: dict[str, int] = {}
+    name_index = array("i", [distinct_names.setdefault(n, len(distinct_names)) for n in table.name])
+    distinct_args: dict[int, int] = {}
+    args_list: list[bytes] = []
+    for value in table.args:
+        if value is not None and id(value) not in distinct_args:
+            distinct_args[id(value)] = len(args_list) + 1
+            args_list.append(orjson.dumps(value))
+    args_index = array("i", [0 if a is None else distinct_args[id(a)] for a in table.args])
+    return ChunkColumns(
+        rows=len(table),
+        events=count,
+        ints={name: getattr(table, name).tobytes() for name in _INT_COLUMNS},
+        names=list(distinct_names),
+        name_index=name_index.tobytes(),
+        args=args_list,
+        args_index=args_index.tobytes(),
+        fwdbwd_points=builder.fwdbwd_points,
+        string_ids=builder.string_ids,
+        skipped_no_ts=builder.skipped_no_ts,
+        call_from=builder.call_from,
+    )
+
+
+def parse_in_workers(blocks: Iterable[bytes], builder: EventTableBuilder, workers: int) -> dict[str, Any]:
+    """Parse chunks in `workers` processes, merging their columns into `builder` in file order."""
+    chunks = EventChunks(blocks)
+    context = multiprocessing.get_context(_start_method())
+    pending: list[Future] = []
+    first_index = 0
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        for raw in chunks:
+            pending.append(pool.submit(parse_chunk, raw))
+            del raw
+            # A bounded window: at most two chunks queued per worker, so memory stays flat.
+            while len(pending) > 2 * workers:
+                first_index = merge(builder, pending.pop(0).result(), first_index)
+        for future in pending:
+            first_index = merge(builder, future.result(), first_index)
+    return chunks.top
+
+
+def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> int:
+    """Parent side: append one chunk's columns to the table; returns the next chunk's first index."""
+    table = builder.table
+    for name in _INT_COLUMNS:
+        column = getattr(table, name)
+        if name == "raw_index":
+            local = array("q")
+            local.frombytes(chunk.ints[name])
+            column.extend(map(first_index.__add__, local))
+        else:
+            column.frombytes(chunk.ints[name])
+    names = [builder.intern_name(n) for n in chunk.names]
+    table.name.extend(map(names.__getitem__, _ints(chunk.name_index)))
+    args = [None] + [builder.intern_args(orjson.loads(a), a) for a in chunk.args]
+    table.args.extend(map(args.__getitem__, _ints(chunk.args_index)))
+    builder.fwdbwd_points.extend(chunk.fwdbwd_points)
+    builder.string_ids.update(chunk.string_ids)
+    builder.skipped_no_ts += chunk.skipped_no_ts
+    builder.call_from = builder.call_from or chunk.call_from
+    return first_index + chunk.events
+
+
+def _ints(raw: bytes) -> array:
+    values = array("i")
+    values.frombytes(raw)
+    return values
+
+
+def _start_method() -> str:
+    # fork is fast and needs no re-import, but is unsafe once other threads run (a CLI progress bar).
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
