@@ -10,6 +10,7 @@ import orjson
 from tracer.errors import InputError
 from tracer.model.events import Trace
 from tracer.model.finding import Analysis
+from tracer.model.origin import Attributions
 from tracer.model.site import Site
 
 
@@ -60,6 +61,39 @@ def explain_loaded(
 ) -> Analysis:
     """`explain_trace` for a trace already loaded (`tracer.load.load_trace`), e.g. by a rank worker."""
     from tracer.explain import analyse
+
+    attributions = attribute_loaded(trace, source=source, sites=sites, capture=capture)
+    return analyse(
+        attributions,
+        layers=layers,
+        config=Path(config) if config is not None else None,
+        step_range=step_range,
+        peak_gbps=peak_gbps,
+    )
+
+
+def attribute_trace(
+    path: str | Path,
+    *,
+    source: Sequence[str | Path] = (),
+    sites: str | Path | Sequence[Site] | None = None,
+    capture: str | Path | Sequence[str | Path] | None = None,
+) -> Attributions:
+    """The join's answer for every GPU event of the trace at ``path`` (what `annotate` writes back)."""
+    from tracer.load import load_trace
+
+    _check_roots(source)
+    return attribute_loaded(load_trace(path), source=source, sites=sites, capture=capture)
+
+
+def attribute_loaded(
+    trace: Trace,
+    *,
+    source: Sequence[str | Path] = (),
+    sites: str | Path | Sequence[Site] | None = None,
+    capture: str | Path | Sequence[str | Path] | None = None,
+) -> Attributions:
+    """Sites (given, or scanned from ``source``) -> join -> CUDA-graph replays, for a loaded trace."""
     from tracer.join import attribute, sites_for_trace
     from tracer.join.graph_replay import attribute_replays
     from tracer.load import load_trace
@@ -84,13 +118,7 @@ def explain_loaded(
     attributions = attribute(trace, site_list, source_roots=roots)
     # Graph replays (if any) take their capture-time lines; a no-op for traces without replays.
     attribute_replays(trace, attributions, captures, sites=site_list, source_roots=roots)
-    return analyse(
-        attributions,
-        layers=layers,
-        config=Path(config) if config is not None else None,
-        step_range=step_range,
-        peak_gbps=peak_gbps,
-    )
+    return attributions
 
 
 def _check_roots(source: Sequence[str | Path]) -> list[Path]:

@@ -7,7 +7,7 @@ import gzip
 import orjson
 import pytest
 
-from tracer.cli.annotate import attribute_trace
+from tracer.api import attribute_trace
 from tracer.render.annotate import ADDED_KEYS, read_raw_trace, write_annotated_trace
 
 
@@ -18,7 +18,7 @@ def test_annotated_trace_round_trips_with_every_original_field(
     from tracer.load import load_trace
 
     path, root = (llama_trace, transformers_src) if which == "llama" else (kv_traces[0], model_dir)
-    attributions = attribute_trace(str(path), (str(root),), None)
+    attributions = attribute_trace(str(path), source=(str(root),))
     trace = attributions.trace
     out = tmp_path / "annotated.json.gz"
     summary = write_annotated_trace(attributions, out)
@@ -50,7 +50,7 @@ def test_annotated_trace_round_trips_with_every_original_field(
 
 def test_annotated_kernels_name_the_line_that_launched_them(kv_traces, kv_analyses, model_dir, tmp_path):
     out = tmp_path / "annotated.json"
-    write_annotated_trace(attribute_trace(str(kv_traces[0]), (str(model_dir),), None), out)
+    write_annotated_trace(attribute_trace(str(kv_traces[0]), source=(str(model_dir),)), out)
     top = kv_analyses[0].findings[0]
     events = orjson.loads(out.read_bytes())["traceEvents"]
     origins = {
@@ -62,6 +62,6 @@ def test_annotated_kernels_name_the_line_that_launched_them(kv_traces, kv_analys
 def test_refuses_to_overwrite_its_input(kv_traces, model_dir):
     from tracer.errors import InputError
 
-    attributions = attribute_trace(str(kv_traces[1]), (str(model_dir),), None)
+    attributions = attribute_trace(str(kv_traces[1]), source=(str(model_dir),))
     with pytest.raises(InputError, match="input trace"):
         write_annotated_trace(attributions, kv_traces[1])

@@ -90,6 +90,18 @@ def test_known_casts_resolve_to_their_lines(stack_trace, model_sites, model_line
     assert by_outer_op["aten::index_put_"] == {model_lines["store"]}
 
 
+def test_module_call_line_comes_from_the_source(stack_trace, model_sites, model_lines) -> None:
+    """`self.proj(c)` is no static site: the join finds it as the 1st module call of the source."""
+    result = attribute(stack_trace, model_sites, source_roots=[HERE], use_call_from=False)
+    linear = {o for o in result.origins if o.ops[:1] == ("aten::linear",)}
+    assert {o.line for o in linear} == {model_lines["proj"]}
+    assert all(o.confidence == 1.0 for o in linear)
+    assert all("call 1 of 1 module calls" in o.evidence[-1] for o in linear)
+    # Without source roots the join cannot read the function: it says so instead of guessing.
+    blind = attribute(stack_trace, model_sites, use_call_from=False)
+    assert {o.line for o in blind.origins if o.ops[:1] == ("aten::linear",)} == {None}
+
+
 def test_three_layers_share_origins(stack_trace, model_sites, model_lines) -> None:
     result = attribute(stack_trace, model_sites, source_roots=[HERE], use_call_from=False)
     first_to = {i for i, o in enumerate(result.origins) if o.line == model_lines["first_to"]}

@@ -25,7 +25,7 @@ class TwoCasts(torch.nn.Module):
         with record_function("kv_gather"):
             pool_bf16 = pool.to(torch.bfloat16)  # cast:whole_pool
             kv = pool_bf16[idx]
-        y = self.proj(c)
+        y = self.proj(c)  # cast:proj (not a cast: a module call, found in the source)
         both = torch.cat([y, kv.float()], dim=0)  # cast:cat
         pool[idx] = kv.to(pool.dtype)  # cast:store
         return both
@@ -91,7 +91,7 @@ def profile_stack(path: str, *, with_stack: bool, steps: int = 2, layers: int = 
 
 def marker_lines() -> dict[str, int]:
     """``{"first_to": 21, ...}``: the line of each ``# cast:NAME`` comment in this file."""
-    marker = re.compile(r"# cast:(\w+)$")
+    marker = re.compile(r"# cast:(\w+)")
     lines = {}
     with open(__file__, encoding="utf-8") as handle:
         for number, text in enumerate(handle, 1):

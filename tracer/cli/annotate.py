@@ -7,34 +7,7 @@ from pathlib import Path
 import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
-from tracer.cli.graph import derived_output
-
-
-def attribute_trace(trace: str, source: tuple[str, ...], sites: str | None, capture: tuple[str, ...] = ()):
-    """The join's `Attributions` of `trace`, with sites and graph replays found as
-    `tracer.api.explain_loaded` finds them (the facade returns only the `Analysis`)."""
-    from tracer.api import read_sites
-    from tracer.errors import InputError
-    from tracer.join import attribute, sites_for_trace
-    from tracer.join.graph_replay import attribute_replays
-    from tracer.load import load_trace
-
-    roots = [Path(p) for p in source]
-    for root in roots:
-        if not root.exists():
-            raise InputError(root, "no such source directory or file (--source)")
-    loaded = load_trace(trace)
-    captures = [load_trace(p) for p in capture]
-    if sites is not None:
-        site_list = read_sites(Path(sites))
-    elif roots:
-        found = {s.id: s for t in (loaded, *captures) for s in sites_for_trace(t, roots)}
-        site_list = list(found.values())
-    else:
-        site_list = None
-    attributions = attribute(loaded, site_list, source_roots=roots)
-    attribute_replays(loaded, attributions, captures, sites=site_list, source_roots=roots)
-    return attributions
+from tracer.cli.options import derived_output
 
 
 @click.command(name="annotate")
@@ -76,10 +49,11 @@ def command(
     Open it in Perfetto or chrome://tracing and click a kernel to see the line that launched it.
     Nothing else in the trace changes.
     """
+    from tracer.api import attribute_trace
     from tracer.render.annotate import write_annotated_trace
     from tracer.render.escape import terminal
 
-    attributions = attribute_trace(trace, source, sites, capture)
+    attributions = attribute_trace(trace, source=source, sites=sites, capture=capture)
     summary = write_annotated_trace(
         attributions, Path(output) if output else derived_output(trace, ".annotated.json.gz")
     )

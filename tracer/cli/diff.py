@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
-from tracer.cli.graph import TraceOptions, analyse, trace_options, write_graph_file
+from tracer.cli.graph import write_graph_file
+from tracer.cli.options import TraceOptions, analyse, trace_options
 
 CHANGE_STYLES = {"faster": "green", "vanished": "green", "slower": "red", "new": "dark_orange", "same": "dim"}
 

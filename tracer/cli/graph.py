@@ -2,105 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.options import TraceOptions, analyse, derived_output, trace_options
 
 DRAWINGS = (".svg", ".png", ".pdf", ".dot")
 GRAPH_FILES = (".graphml", ".json")
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
-
-
-@dataclass(frozen=True)
-class TraceOptions:
-    """How to analyse a trace: what `trace_options` collected, passed to `tracer.api.explain_trace`."""
-
-    source: tuple[str, ...] = ()
-    sites: str | None = None
-    layers: int | None = None
-    config: str | None = None
-    step_range: str | None = None
-    peak_gbps: float | None = None
-    capture: tuple[str, ...] = ()
-
-
-_OPTION_NAMES = tuple(TraceOptions.__dataclass_fields__)
-
-
-def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the options every trace-reading command shares; the command gets them as `options`."""
-
-    @functools.wraps(func)
-    def collected(*args: Any, **kwargs: Any) -> Any:
-        options = TraceOptions(**{name: kwargs.pop(name) for name in _OPTION_NAMES})
-        return func(*args, options=options, **kwargs)
-
-    decorators = [
-        click.option(
-            "--source",
-            "source",
-            multiple=True,
-            type=click.Path(exists=True, file_okay=True, dir_okay=True),
-            help="Root of the code that ran (repeatable): finds source lines and scans for sites.",
-        ),
-        click.option(
-            "--sites",
-            type=click.Path(exists=True, dir_okay=False),
-            help="Sites file from `kerneltrace scan`.",
-        ),
-        click.option(
-            "--layers", type=click.IntRange(min=1), help="Number of model layers (explains calls/step)."
-        ),
-        click.option(
-            "--config", type=click.Path(exists=True, dir_okay=False), help="Model config.json (layer count)."
-        ),
-        click.option("--step-range", help="Name (or prefix) of the record_function range that is one step."),
-        click.option(
-            "--peak-gbps", type=click.FloatRange(min=0, min_open=True), help="Device peak bandwidth, GB/s."
-        ),
-        click.option(
-            "--capture",
-            multiple=True,
-            type=click.Path(exists=True, dir_okay=False),
-            help="Trace of the profiled CUDA-graph capture, when TRACE holds only the replays (repeatable).",
-        ),
-    ]
-    for decorator in reversed(decorators):
-        collected = decorator(collected)
-    return collected
-
-
-def analyse(trace: str, options: TraceOptions):  # -> tracer.model.Analysis
-    """The `Analysis` of `trace` through the one facade every command uses."""
-    from tracer.api import explain_trace
-
-    return explain_trace(
-        trace,
-        source=options.source,
-        sites=options.sites,
-        layers=options.layers,
-        config=options.config,
-        step_range=options.step_range,
-        peak_gbps=options.peak_gbps,
-        capture=options.capture or None,
-    )
-
-
-def derived_output(trace: str, suffix: str, directory: str | Path = ".") -> Path:
-    """A default output name made from the trace's name: only safe characters, inside `directory`."""
-    name = Path(trace).name
-    for ending in (".gz", ".json", ".pt.trace"):
-        if name.lower().endswith(ending):
-            name = name[: -len(ending)]
-    stem = _UNSAFE_NAME.sub("_", name).strip("._") or "trace"
-    return Path(directory) / f"{stem}{suffix}"
 
 
 def write_graph_file(graph: Any, output: Path) -> Path:

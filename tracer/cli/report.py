@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
-from tracer.cli.graph import TraceOptions, analyse, derived_output, trace_options
+from tracer.cli.options import TraceOptions, analyse, derived_output, trace_options
 
 
 @click.command(name="report")

@@ -151,18 +151,18 @@ def patch_loaded_modules(
 ) -> list[CodeSwap]:
     """Give the functions of already-loaded `modules` their rewritten code; returns what to undo."""
     new_codes: dict[str, dict[tuple[str, int], CodeType]] = {}
-    for module in modules:
-        filename = getattr(module, "__file__", None)
-        if not filename or not filename.endswith(".py"):
-            continue
-        sites = plan.sites_for_file(filename, module.__name__)
-        if not sites:
-            continue
+    sources = [(m, getattr(m, "__file__", None)) for m in modules]
+    sources = [(m, f) for m, f in sources if isinstance(f, str) and f.endswith(".py")]
+    plan.prefetch((f, m.__name__) for m, f in sources)
+    for module, filename in sources:
         try:
+            sites = plan.sites_for_file(filename, module.__name__)
+            if not sites:
+                continue
             result = rewrite_module(_read_source(filename), sites, filename)
             code = result.compile(filename)
-        except (OSError, SyntaxError, ValueError) as err:
-            report.failed.append(f"{module.__name__}: {err}")
+        except Exception as err:  # a module we cannot rewrite keeps its code
+            report.failed.append(f"{module.__name__}: {type(err).__name__}: {err}")
             continue
         install_helper(module.__dict__)
         ranged = {
@@ -220,6 +220,12 @@ class SiteInstrumentation:
         sys.meta_path.insert(0, self.hook)
         self.installed = True
         return self
+
+    def add_loaded_module(self, module: ModuleType) -> None:
+        """Also give an already-loaded `module` its site ranges (scanned now), e.g. the model's file."""
+        if module.__name__ not in self.plan.scan_modules:
+            self.plan.scan_modules = (*self.plan.scan_modules, module.__name__)
+        self._swaps.extend(patch_loaded_modules([module], self.plan, self.report))
 
     def uninstall(self) -> None:
         """Stop hooking imports and restore swapped code (modules imported meanwhile keep ranges)."""

@@ -79,7 +79,7 @@ class SitePlan:
 
     def may_hold(self, module_name: str) -> bool:
         """Cheap test on a module's name before anyone looks for its file."""
-        if any(module_name == p or module_name.startswith(p + ".") for p in self.scan_modules):
+        if self._in_scan_modules(module_name):
             return True
         last = module_name.rsplit(".", 1)[-1]
         return f"{last}.py" in self._by_basename or (
@@ -93,16 +93,36 @@ class SitePlan:
             for site in self._by_basename.get(os.path.basename(filename), ())
             if file_holds_site_path(filename, site.path)
         ]
-        if module_name is not None and any(
-            module_name == p or module_name.startswith(p + ".") for p in self.scan_modules
-        ):
+        if module_name is not None and self._in_scan_modules(module_name):
             sites.extend(self._scan(filename))
         return sites
+
+    def _in_scan_modules(self, module_name: str) -> bool:
+        return any(module_name == p or module_name.startswith(p + ".") for p in self.scan_modules)
+
+    def prefetch(self, files: Iterable[tuple[str, str]]) -> None:
+        """Scan many (filename, module name) pairs in one pass (one cache lookup, one rule load)."""
+        todo = [f for f, name in files if f not in self._scanned and self._in_scan_modules(name)]
+        if not todo:
+            return
+        from tracer.static import scan
+
+        result = scan([Path(f) for f in todo], jobs=1)  # never fork workers inside a host process
+        by_path: dict[str, list[Site]] = defaultdict(list)
+        for site in result.sites:
+            by_path[site.path].append(site)
+        for filename in todo:
+            self._scanned[filename] = [
+                site
+                for path, sites in by_path.items()
+                if file_holds_site_path(filename, path)
+                for site in self.selection.select(sites)
+            ]
 
     def _scan(self, filename: str) -> list[Site]:
         if filename not in self._scanned:
             from tracer.static import scan
 
-            result = scan([Path(filename)])
+            result = scan([Path(filename)], jobs=1)
             self._scanned[filename] = self.selection.select(result.sites)
         return self._scanned[filename]

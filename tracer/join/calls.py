@@ -66,9 +66,11 @@ class CallOrder:
 
 
 def call_name(name: str) -> str:
-    """What makes calls "the same" for ordering: the builtin's method, else the event name."""
+    """What makes calls "the same" for ordering: the builtin's method, any module, else the name."""
     if is_builtin(name):
         return builtin_name(name) or name
+    if name.startswith("nn.Module: "):
+        return "nn.Module"
     return name
 
 

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from tracer.join.calls import call_from_line, methods_of_call
 from tracer.join.dtypes import copy_dtypes
-from tracer.join.frames import MODULE_FILE, parse_call_from, parse_frame, same_file
+from tracer.join.frames import MODULE_FILE, builtin_name, is_builtin, parse_call_from, parse_frame, same_file
 from tracer.join.ranking import rank_sites
-from tracer.join.sites import SiteIndex, choose_site
+from tracer.join.sites import OP_METHODS, SiteIndex, choose_site
+from tracer.join.source_calls import OPERATOR_ALIASES, SourceCalls
 from tracer.join.source_lines import SourceLines
 from tracer.model.events import NONE, Cat, Trace
 from tracer.model.origin import Frame, Origin
@@ -49,6 +50,7 @@ class OriginBuilder:
         self.trace = trace
         self.sites = sites
         self.source = source
+        self.source_calls = SourceCalls(source)
         self.use_call_from = use_call_from
         self.origins: list[Origin] = []
         self._origin_index: dict[Origin, int] = {}
@@ -124,7 +126,7 @@ class OriginBuilder:
         return found
 
     def _needs_order(self, table, call: int) -> bool:
-        if not self.sites:
+        if not self.sites and not self.source.roots:
             return False
         # CallFrom names the line of a frame call exactly; ops run directly in a frame have none.
         return not (self.use_call_from and table.cat[call] == Cat.PYTHON_FUNCTION)
@@ -232,18 +234,22 @@ class OriginBuilder:
                 return self._at_line(
                     base, user_frame.file, line, site, 1.0, (f"CallFrom names line {line} of {label}",)
                 )
+        reasons: tuple[str, ...] = ()
         if not self.sites:
-            return replace(
-                base,
-                file=user_frame.file,
-                evidence=(f"ran in {label}; no static sites given to pick the line",),
-            )
-        if not methods:
-            return replace(
-                base,
-                file=user_frame.file,
-                evidence=(f"ran in {label}", _no_site_reason(table, call, user_frame)),
-            )
+            reasons = ("no static sites given",)
+        elif not methods:
+            reasons = (_no_site_reason(table, call, user_frame),)
+        else:
+            found, reasons = self._from_sites(base, user_frame, label, methods, k, n, target, source_dtype)
+            if found is not None:
+                return found
+        from_source = self._from_source_calls(base, table, call, user_frame, k, n)
+        if from_source is not None:
+            return replace(from_source, evidence=(*reasons, *from_source.evidence))
+        return replace(base, file=user_frame.file, evidence=(f"ran in {label}", *reasons))
+
+    def _from_sites(self, base, user_frame, label, methods, k, n, target, source_dtype):
+        """(Origin, ()) when a static site of the call's method is chosen, else (None, reasons)."""
         in_function = self.sites.in_function(user_frame.file, user_frame.def_line)
         if not in_function:
             # A frame already running when profiling began names its executing line, not its def.
@@ -254,7 +260,7 @@ class OriginBuilder:
             ]
             if len(running) == 1:
                 evidence = (f"{label} was already running when profiling began: its number is this line",)
-                return self._at_line(base, user_frame.file, running[0].line, running[0], 0.9, evidence)
+                return self._at_line(base, user_frame.file, running[0].line, running[0], 0.9, evidence), ()
         choice = choose_site(
             in_function,
             methods,
@@ -265,7 +271,7 @@ class OriginBuilder:
             source_dtype=source_dtype,
         )
         if choice.site is None:
-            return replace(base, file=user_frame.file, evidence=(f"ran in {label}", *choice.evidence))
+            return None, choice.evidence
         origin = self._at_line(
             base, user_frame.file, choice.site.line, choice.site, choice.confidence, choice.evidence
         )
@@ -273,7 +279,30 @@ class OriginBuilder:
             origin = replace(
                 origin, candidates=tuple(f"{user_frame.file}:{s.line}" for s in choice.candidates)
             )
-        return origin
+        return origin, ()
+
+    def _from_source_calls(self, base, table, call, user_frame, k, n) -> Origin | None:
+        """The k-th call of this kind in the function's source (for calls no static site covers)."""
+        if call == NONE or n == 0:
+            return None
+        points = self.source_calls.in_function(user_frame.file, user_frame.def_line)
+        if points is None:
+            return None
+        wanted, kind = _source_call_kind(table, call)
+        if wanted is None:
+            return None
+        same = [p for p in points if wanted(p)]
+        if not same:
+            return None
+        order = f"call {k + 1} of {n} {kind} in this run of `{user_frame.function}`"
+        if len(same) == n and k < n:
+            evidence = (f"{order}; the source has {len(same)}, in evaluation order (not a static site)",)
+            return self._at_line(base, user_frame.file, same[k].line, None, 1.0, evidence)
+        guess = same[min(k, len(same) - 1)]
+        evidence = (f"{order}, but the source has {len(same)}: counts disagree; ranked by order",)
+        origin = self._at_line(base, user_frame.file, guess.line, None, 0.4, evidence)
+        ranked = [guess] + [p for p in same if p is not guess]
+        return replace(origin, candidates=tuple(dict.fromkeys(f"{user_frame.file}:{p.line}" for p in ranked)))
 
     def _at_line(
         self,
@@ -314,6 +343,20 @@ class OriginBuilder:
             ("a ranking, not a match:", *ranking.evidence),
         )
         return replace(origin, candidates=tuple(s.location for s in ranking.sites))
+
+
+def _source_call_kind(table, call: int):
+    """(predicate on `CallPoint`, words for the evidence) for the call C the trace shows."""
+    name, cat = table.name[call], table.cat[call]
+    if cat == _CPU_OP:
+        names = {name, OPERATOR_ALIASES.get(name, name), *OP_METHODS.get(name, ())}
+        return (lambda p: p.name in names), f"{name} ops"
+    if name.startswith("nn.Module: "):
+        return (lambda p: p.module_call), "module calls (`self.x(...)`)"
+    method = builtin_name(name) if is_builtin(name) else parse_frame(name).function
+    if not method:
+        return None, ""
+    return (lambda p: p.name == method and not p.name.startswith("aten::")), f".{method} calls"
 
 
 def _no_site_reason(table, call: int, user_frame: Frame) -> str:

@@ -23,7 +23,18 @@ from tracer.load.chunks import EventChunks, Unchunkable
 from tracer.load.columns import EventTableBuilder
 
 PARALLEL_MIN_BYTES = 48 << 20  # below this, starting workers costs more than it saves
-_INT_COLUMNS = ("cat", "pid", "tid", "ts_ns", "dur_ns", "ext_id", "correlation", "py_id", "py_parent", "raw_index")
+_INT_COLUMNS = (
+    "cat",
+    "pid",
+    "tid",
+    "ts_ns",
+    "dur_ns",
+    "ext_id",
+    "correlation",
+    "py_id",
+    "py_parent",
+    "raw_index",
+)
 
 
 def worker_count(size_bytes: int) -> int:
