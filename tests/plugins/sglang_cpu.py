@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-HEADS, HEAD_DIM, LAYERS, POOL_TOKENS = 4, 32, 2, 512
+HEADS, HEAD_DIM, LAYERS, POOL_TOKENS = 4, 32, 2, 1024
 
 
 @dataclass
@@ -44,10 +44,12 @@ class SGLangDecode:
             device="cpu",
             enable_memory_saver=False,
         )
-        self.req_pool = ReqToTokenPool(size=batch, max_context_len=256, device="cpu", enable_memory_saver=False)
+        self.req_pool = ReqToTokenPool(
+            size=batch, max_context_len=256, device="cpu", enable_memory_saver=False
+        )
         # Each request's tokens sit at scattered pool slots, as the paged allocator leaves them.
         slots = torch.randperm(POOL_TOKENS - 1, generator=generator)[: batch * 256] + 1
-        self.req_pool.req_to_token[:, :] = slots.view(batch, 256).to(torch.int32)
+        self.req_pool.req_to_token[:batch, :] = slots.view(batch, 256).to(torch.int32)
         for layer_id in range(LAYERS):  # fill the pool with FP8 history
             history = torch.randn(POOL_TOKENS + 1, HEADS, HEAD_DIM, generator=generator)
             self.kv_pool.k_buffer[layer_id].copy_(history.to(torch.float8_e4m3fn).view(torch.uint8))

@@ -22,3 +22,19 @@ def rank_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if done.returncode != 0:
         pytest.fail(f"{SCRIPT.name} failed:\n{done.stdout}\n{done.stderr}")
     return out
+
+
+@pytest.fixture(scope="session")
+def rank_dir_rank0_slow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same run with rank 0 holding the large pool instead of rank 1: an AFTER for `diff`."""
+    out = tmp_path_factory.mktemp("tp2_rank0_slow")
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(out), "--slow-rank", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"{SCRIPT.name} --slow-rank 0 failed:\n{done.stdout}\n{done.stderr}")
+    return out

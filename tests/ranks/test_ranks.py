@@ -95,7 +95,7 @@ def test_bad_directories_are_one_line_input_errors(tmp_path: Path, rank_dir: Pat
         shutil.copy(path, tmp_path / path.name)
         shutil.copy(path, tmp_path / path.name.replace("1790000000.0", "1790000099.5"))
     mixed = runner.invoke(main, ["explain", str(tmp_path)])
-    assert mixed.exit_code == 2 and "2 profiling runs mixed here" in mixed.output
+    assert mixed.exit_code == 2 and "2 profiling runs or stages mixed here" in mixed.output
     with pytest.raises(InputError):
         find_rank_traces(tmp_path / "missing")
 
@@ -126,3 +126,18 @@ def test_a_ranks_graph_capture_trace_is_attached(tmp_path: Path) -> None:
         assert result.analysis.findings[0].origin.line is not None
     assert report.consistency[0].startswith("same hot origin on all 2 ranks: make_replay_traces.py:")
     assert "no rank is slower" in report.consistency[2]
+
+
+def test_ranks_match_picks_one_run(tmp_path: Path, rank_dir: Path) -> None:
+    for path in rank_dir.iterdir():
+        shutil.copy(path, tmp_path / path.name)
+        shutil.copy(path, tmp_path / path.name.replace("-DECODE", "-EXTEND"))
+    result = CliRunner().invoke(
+        main, ["explain", str(tmp_path), "--ranks-match", "EXTEND", "--source", str(SOURCE), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [Path(r["path"]).name for r in data["ranks"]] == [
+        "1790000000.0-TP-0-EXTEND.trace.json.gz",
+        "1790000000.0-TP-1-EXTEND.trace.json.gz",
+    ]

@@ -143,3 +143,30 @@ def test_explain_prints_the_attributed_share(graph_trace: Path, repo_root: Path,
     assert text.exit_code == 0, text.output
     assert "CUDA graph replays 100%" in text.output
     assert f"{MODEL}:{model_lines['key_cast']}" in text.output
+
+
+def test_without_capture_markers_the_launches_that_never_ran_are_the_capture(
+    graph_trace: Path, tmp_path: Path, repo_root: Path, model_lines
+) -> None:
+    """Some profilers drop cudaStreamBeginCapture/EndCapture: the same real trace without those two
+    events must still yield the capture, from the launches whose kernels never ran at capture time."""
+    import gzip
+
+    with gzip.open(graph_trace) as handle:
+        document = json.load(handle)
+    names = ("cudaStreamBeginCapture", "cudaStreamEndCapture")
+    document["traceEvents"] = [e for e in document["traceEvents"] if e.get("name") not in names]
+    path = tmp_path / "no_markers.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump(document, handle)
+    trace = load_trace(path)
+    sites = sites_for_trace(trace, [repo_root])
+    attributions = attribute(trace, sites, source_roots=[repo_root])
+    report = attribute_replays(trace, attributions, sites=sites, source_roots=[repo_root])
+    (capture,) = report.captures
+    assert capture.found_by == "launches without GPU activity" and capture.launches == 242
+    assert report.aligned_fraction == 1.0
+    lines = Counter(
+        o.line for o in (attributions.origins[i] for i in attributions.origin_ids) if o.replay and o.line
+    )
+    assert lines[model_lines["key_cast"]] == 16 and lines[model_lines["index_cast"]] == 16

@@ -106,7 +106,7 @@ def test_llama_non_cast_kernels_get_lines_from_the_source(llama) -> None:
     assert ops_at(67) == {"aten::to", "aten::mul"}
     origin = next(o for o in llama.origins if (o.file, o.line) == (LLAMA, 254))
     assert origin.confidence == 1.0
-    assert origin.evidence[-1].startswith("call 1 of 4 module calls (`self.x(...)`) in this run of `forward`")
+    assert origin.evidence[0].startswith("call 1 of 4 module calls (`self.x(...)`) in this run of `forward`")
     assert origin.source == "query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)"
 
 

@@ -19,7 +19,13 @@ JSON_SHAPE = """\b
     gbps, peak_fraction, shapes [str], waste,
     origin {location, key, file, line, source, site_id, rule, confidence,
             evidence [str], ranges [str], frames [{file, function,
-            def_line, call_line}], ops [str], replay, candidates [str]}}]"""
+            def_line, call_line}], ops [str], replay, candidates [str]}}]
+With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
+  own_work_per_step_ns, collective_ns, collective_calls, collective_source,
+  step_starts_ns [int], analysis {the object above}}], combined [{kernel,
+  kernel_short, category, origin_key, location, source, total_ns, share,
+  ranks [{rank, calls, total_ns, per_step_ns, calls_per_step, share}]}],
+  consistency [str], notes [str]}"""
 
 
 @click.command(epilog=JSON_SHAPE, context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,6 +65,12 @@ JSON_SHAPE = """\b
     type=click.Path(path_type=Path, dir_okay=False),
     help="Trace of the profiled CUDA-graph capture (repeatable), when TRACE holds only the replays.",
 )
+@click.option(
+    "--ranks-match",
+    metavar="TEXT",
+    default=None,
+    help="With a directory TRACE: only the per-rank traces whose name contains TEXT (e.g. DECODE).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (shape below).")
 @click.option("--markdown", is_flag=True, help="Markdown for pasting into an issue.")
 @reports_input_errors
@@ -72,6 +84,7 @@ def command(
     step_range: str | None,
     peak_gbps: float | None,
     captures: tuple[Path, ...],
+    ranks_match: str | None,
     as_json: bool,
     markdown: bool,
 ) -> None:
@@ -93,7 +106,7 @@ def command(
         "capture": captures or None,
     }
     if trace.is_dir():
-        _explain_ranks(trace, options, top, as_json, markdown)
+        _explain_ranks(trace, options | {"select": ranks_match}, top, as_json, markdown)
         return
     from tracer.api import explain_trace
 
@@ -118,7 +131,8 @@ def command(
 
 def _explain_ranks(directory: Path, options: dict, top: int | None, as_json: bool, markdown: bool) -> None:
     """TRACE is a directory of per-rank traces: `tracer.explain.ranks` explains and compares them."""
-    from tracer.explain.ranks import explain_ranks, print_rank_report, rank_report_markdown
+    from tracer.explain.ranks import explain_ranks
+    from tracer.render.ranks import print_rank_report, rank_report_markdown
 
     report = explain_ranks(directory, **options)
     if as_json:

@@ -9,6 +9,7 @@ import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
 from tracer.cli.options import TraceOptions, analyse, derived_output, trace_options
+from tracer.cli.rank_dirs import analyse_ranks, base_output, rank_output, ranks_match_option
 
 DRAWINGS = (".svg", ".png", ".pdf", ".dot")
 GRAPH_FILES = (".graphml", ".json")
@@ -37,13 +38,16 @@ def hot_path_labels(graph: Any) -> list[str]:
 
 
 @click.command(name="graph")
-@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+@click.argument("trace", type=click.Path(exists=True))
 @trace_options
 @click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, writable=True),
-    help="Output file; the suffix picks the format: .svg .png .pdf .dot .graphml .json [default: TRACE-NAME.svg].",
+    help=(
+        "Output file; the suffix picks the format: .svg .png .pdf .dot .graphml .json [default: TRACE-NAME.svg]. "
+        "For a directory: one file per rank, OUTPUT-rank<N>.svg."
+    ),
 )
 @click.option(
     "--top", type=click.IntRange(min=1), default=12, show_default=True, help="Findings drawn in full."
@@ -55,6 +59,7 @@ def hot_path_labels(graph: Any) -> list[str]:
     show_default=True,
     help="Findings under this percent of GPU time fold into 'other'.",
 )
+@ranks_match_option
 @click.option("--json", "as_json", is_flag=True, help="Print the graph as node-link JSON on stdout.")
 @reports_input_errors
 def command(
@@ -63,14 +68,20 @@ def command(
     output: str | None,
     top: int,
     min_share: float,
+    ranks_match: str | None,
     as_json: bool,
 ) -> None:
     """Draw where TRACE's GPU time comes from: scope -> Python -> source line -> aten ops -> kernel.
 
     The heaviest chain is drawn bold red; colours are kernel categories; edge width is GPU time.
+    TRACE may be a directory of per-rank traces (SGLang's *-TP-<rank>*.trace.json.gz): each rank is
+    analysed in parallel and drawn to its own file, NAME-rank<N>.svg.
     """
     from tracer.graph import build_graph, node_link
 
+    if Path(trace).is_dir():
+        _graph_ranks(trace, options, output, top, min_share, ranks_match, as_json)
+        return
     analysis = analyse(trace, options)
     graph = build_graph(analysis, top=top, min_share=min_share / 100)
     if as_json:
@@ -86,3 +97,54 @@ def command(
     hot = hot_path_labels(graph)
     if hot:
         console.print("hot path: " + " → ".join(terminal(label) for label in hot[1:]))
+
+
+def _graph_ranks(
+    directory: str,
+    options: TraceOptions,
+    output: str | None,
+    top: int,
+    min_share: float,
+    ranks_match: str | None,
+    as_json: bool,
+) -> None:
+    """One graph per rank of a directory of per-rank traces, written to ``NAME-rank<N>.<suffix>``."""
+    from tracer.explain.ranks import rank_labels
+    from tracer.graph import build_graph, node_link
+    from tracer.render.escape import terminal
+
+    report = analyse_ranks(directory, options, ranks_match)
+    base = base_output(output, directory, ".svg")
+    written = []
+    for label, result in zip(rank_labels(report.ranks), report.ranks):
+        graph = build_graph(result.analysis, top=top, min_share=min_share / 100)
+        path = write_graph_file(graph, rank_output(base, label)) if output or not as_json else None
+        written.append((result, path, graph))
+    if as_json:
+        print_json(
+            {
+                "directory": report.directory,
+                "ranks": [
+                    {
+                        "rank": r.rank,
+                        "trace": r.path,
+                        "output": str(path) if path else None,
+                        "graph": node_link(graph),
+                    }
+                    for r, path, graph in written
+                ],
+                "notes": list(report.notes),
+            }
+        )
+        return
+    console = stdout_console()
+    for result, path, graph in written:
+        console.print(
+            f"rank {result.rank}: wrote {terminal(path)}: {graph.number_of_nodes()} nodes, "
+            f"{graph.number_of_edges()} edges"
+        )
+        hot = hot_path_labels(graph)
+        if hot:
+            console.print("  hot path: " + " → ".join(terminal(label) for label in hot[1:]))
+    for note in report.notes:
+        console.print(f"note: {terminal(note)}")

@@ -1,4 +1,4 @@
-"""`kerneltrace profile -- python script.py ARGS`: run a script under torch.profiler with exact-origin ranges."""
+"""`kerneltrace profile -- python script.py ARGS`: a script under torch.profiler, with exact-origin ranges."""
 
 from __future__ import annotations
 
@@ -35,8 +35,16 @@ DEFAULT_STEPS = 3
 @click.option(
     "--sites", type=click.Path(path_type=Path, dir_okay=False), help="Sites from `kerneltrace scan --json`."
 )
-@click.option("--min-risk", type=click.FloatRange(0, 100), default=0.0, metavar="SCORE", help="Only sites at or above SCORE.")
-@click.option("--rule", "rules", multiple=True, metavar="CODE", help="Only sites of rule CODE (repeatable), e.g. KT101.")
+@click.option(
+    "--min-risk",
+    type=click.FloatRange(0, 100),
+    default=0.0,
+    metavar="SCORE",
+    help="Only sites at or above SCORE.",
+)
+@click.option(
+    "--rule", "rules", multiple=True, metavar="CODE", help="Only sites of rule CODE (repeatable), e.g. KT101."
+)
 @click.option(
     "--step-function",
     metavar="QUALNAME",
@@ -50,8 +58,12 @@ DEFAULT_STEPS = 3
     help=f"Steps to record (needs --step-function; default {DEFAULT_STEPS}). Without a step function "
     "the whole run is recorded.",
 )
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Steps run before recording.")
-@click.option("--wait", type=click.IntRange(min=0), default=0, show_default=True, help="Steps skipped before warmup.")
+@click.option(
+    "--warmup", type=click.IntRange(min=0), default=1, show_default=True, help="Steps run before recording."
+)
+@click.option(
+    "--wait", type=click.IntRange(min=0), default=0, show_default=True, help="Steps skipped before warmup."
+)
 @click.option(
     "--function",
     "functions",
@@ -59,7 +71,9 @@ DEFAULT_STEPS = 3
     metavar="QUALNAME",
     help="Also wrap this function in a kt:fn: range (repeatable), e.g. a layer's forward.",
 )
-@click.option("--with-stack", is_flag=True, help="Also record Python stacks (slower; not needed for exact lines).")
+@click.option(
+    "--with-stack", is_flag=True, help="Also record Python stacks (slower; not needed for exact lines)."
+)
 @click.option(
     "-o",
     "--out",
@@ -68,10 +82,16 @@ DEFAULT_STEPS = 3
     show_default=True,
     help="Trace file to write (.json or .json.gz).",
 )
-@click.option("--layers", type=click.IntRange(min=1), default=None, help="The model's layer count (for invariants).")
+@click.option(
+    "--layers", type=click.IntRange(min=1), default=None, help="The model's layer count (for invariants)."
+)
 @click.option("--top", type=click.IntRange(min=1), default=15, show_default=True, help="Rows in the table.")
-@click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON (the script's stdout goes to stderr).")
-@click.argument("command_line", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- python SCRIPT [ARGS]...")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the analysis as JSON (the script's stdout goes to stderr)."
+)
+@click.argument(
+    "command_line", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- python SCRIPT [ARGS]..."
+)
 @reports_input_errors
 def command(
     scan_paths: tuple[Path, ...],
@@ -129,16 +149,15 @@ def command(
     )
     failure: str | None = None
     redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
-    with redirect:
-        with session:
-            try:
-                run(target, session.instrumentation.plan, session.report)
-            except SystemExit as err:
-                if err.code not in (None, 0):
-                    failure = f"the script exited with status {err.code}"
-            except Exception as err:  # the user's script failed: show its traceback, keep what was recorded
-                traceback.print_exc()
-                failure = f"the script raised {type(err).__name__}: {err}"
+    with redirect, session:
+        try:
+            run(target, session.instrumentation.plan, session.report)
+        except SystemExit as err:
+            if err.code not in (None, 0):
+                failure = f"the script exited with status {err.code}"
+        except Exception as err:  # the user's script failed: show its traceback, keep what was recorded
+            traceback.print_exc()
+            failure = f"the script raised {type(err).__name__}: {err}"
     notes.print(f"kerneltrace: {session.report.summary()}; trace: {out}", highlight=False)
     if failure is not None and not out.exists():
         raise InputError(target.label, failure)
@@ -159,7 +178,7 @@ def command(
         raise InputError(target.label, failure)
 
 
-def _sites(scan_paths: tuple[Path, ...], sites_file: Path | None, target) -> list:  # noqa: ANN001
+def _sites(scan_paths: tuple[Path, ...], sites_file: Path | None, target) -> list:
     """Sites from --sites and the scanned paths (default: the script, or the module's package)."""
     from tracer.api import read_sites
     from tracer.static import scan
@@ -175,7 +194,7 @@ def _sites(scan_paths: tuple[Path, ...], sites_file: Path | None, target) -> lis
     return found
 
 
-def _report_dict(report) -> dict:  # noqa: ANN001
+def _report_dict(report) -> dict:
     return {
         "summary": report.summary(),
         "modules_at_import": report.imported,

@@ -8,16 +8,20 @@ import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
 from tracer.cli.options import TraceOptions, analyse, derived_output, trace_options
+from tracer.cli.rank_dirs import analyse_ranks, base_output, rank_output, ranks_match_option
 
 
 @click.command(name="report")
-@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+@click.argument("trace", type=click.Path(exists=True))
 @trace_options
 @click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, writable=True),
-    help="HTML file to write [default: TRACE-NAME.report.html].",
+    help=(
+        "HTML file to write [default: TRACE-NAME.report.html]. For a directory: the combined page; "
+        "each rank's report goes beside it as NAME-rank<N>.report.html."
+    ),
 )
 @click.option(
     "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Findings in the report."
@@ -32,6 +36,7 @@ from tracer.cli.options import TraceOptions, analyse, derived_output, trace_opti
     show_default=True,
     help="Findings under this percent of GPU time fold into 'other' in the graph.",
 )
+@ranks_match_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @reports_input_errors
 def command(
@@ -41,16 +46,22 @@ def command(
     top: int,
     graph_top: int,
     min_share: float,
+    ranks_match: str | None,
     as_json: bool,
 ) -> None:
     """Write an HTML report of TRACE: hot kernels, call graph, source around each origin.
 
-    The file needs no network: CSS and the SVG graph are inline.
+    The file needs no network: CSS and the SVG graph are inline. TRACE may be a directory of
+    per-rank traces (SGLang's *-TP-<rank>*.trace.json.gz): one report per rank (NAME-rank<N>.report.html)
+    and a combined page (NAME.report.html) with the cross-rank consistency and links to each rank's.
     """
     from tracer.graph import build_graph
     from tracer.render.escape import terminal
     from tracer.render.html import render_report, write_report
 
+    if Path(trace).is_dir():
+        _report_ranks(trace, options, output, top, graph_top, min_share, ranks_match, as_json)
+        return
     analysis = analyse(trace, options)
     graph = build_graph(analysis, top=graph_top, min_share=min_share / 100)
     path = write_report(
@@ -64,3 +75,52 @@ def command(
     stdout_console().print(
         f"wrote {terminal(path)}: {shown} findings, graph of {graph.number_of_nodes()} nodes"
     )
+
+
+def _report_ranks(
+    directory: str,
+    options: TraceOptions,
+    output: str | None,
+    top: int,
+    graph_top: int,
+    min_share: float,
+    ranks_match: str | None,
+    as_json: bool,
+) -> None:
+    """One report per rank beside a combined page that links them."""
+    from tracer.explain.ranks import rank_labels
+    from tracer.graph import build_graph
+    from tracer.render.escape import terminal
+    from tracer.render.html import render_report, write_report
+    from tracer.render.ranks import rank_report_html
+
+    report = analyse_ranks(directory, options, ranks_match)
+    combined = base_output(output, directory, ".report.html")
+    written = []
+    for label, result in zip(rank_labels(report.ranks), report.ranks):
+        graph = build_graph(result.analysis, top=graph_top, min_share=min_share / 100)
+        path = write_report(
+            render_report(result.analysis, graph, source_roots=options.source, top=top),
+            rank_output(combined, label),
+        )
+        written.append(
+            (label, result, path, min(top, len(result.analysis.findings)), graph.number_of_nodes())
+        )
+    pages = {label: path.name for label, _, path, _, _ in written}  # beside the combined page
+    write_report(rank_report_html(report, pages, top=top), combined)
+    if as_json:
+        print_json(
+            {
+                "output": str(combined),
+                "consistency": list(report.consistency),
+                "ranks": [
+                    {"rank": r.rank, "trace": r.path, "output": str(p), "findings": n, "graph_nodes": nodes}
+                    for _, r, p, n, nodes in written
+                ],
+            }
+        )
+        return
+    console = stdout_console()
+    for _, result, path, shown, nodes in written:
+        console.print(f"rank {result.rank}: wrote {terminal(path)}: {shown} findings, graph of {nodes} nodes")
+    console.print(f"wrote {terminal(combined)}: {len(written)} ranks compared")

@@ -21,7 +21,7 @@ from tracer.explain.optree import OpTree, rows_of
 from tracer.explain.steps import Steps, find_steps
 from tracer.explain.structure import ModelShape, find_model_shape, tokens_per_step
 from tracer.explain.waste import whole_buffer_cast
-from tracer.model.events import NONE, Cat, Trace
+from tracer.model.events import NONE, Cat, EventTable, Trace
 from tracer.model.finding import Analysis, Finding
 from tracer.model.origin import Attributions, Origin
 
@@ -40,6 +40,11 @@ class _Activity:
     origin_id: int
     op_row: int
     when_ns: int  # the time that places it in a step (launch time on the CPU clock, start on the GPU)
+    # The op whose shapes size it: the launching op, or for a graph replay its capture-time op (in
+    # the capture's table, maybe another trace's); `launch` tells one replay's call from another's.
+    shape_table: EventTable | None = None
+    shape_row: int = NONE
+    launch: int = NONE
 
 
 @dataclass
@@ -57,7 +62,7 @@ class _Group:
     bases: set[str] = field(default_factory=set)
     shapes: Counter = field(default_factory=Counter)
     origin_ns: Counter = field(default_factory=Counter)
-    op_rows: list[int] = field(default_factory=list)
+    op_rows: list[tuple[EventTable, int]] = field(default_factory=list)  # shape ops, sampled for waste
 
 
 def analyse(
@@ -104,7 +109,8 @@ def analyse(
     bytes_of = _bytes_per_activity(attributions, in_window, time_basis)
     groups = _group(attributions, in_window, step_of, len(steps) if steps else 0, bytes_of, time_basis)
     total_ns = sum(a.ns for a in in_window)
-    findings = [_finding(attributions, tree, g, total_ns, steps, shape, peak) for g in groups.values()]
+    trees = {id(events): tree}
+    findings = [_finding(attributions, trees, g, total_ns, steps, shape, peak) for g in groups.values()]
     findings.sort(key=lambda f: (-f.total_ns, f.kernel_short, f.origin.key))
 
     window_ns, busy = _busy(events, in_window, steps, time_basis)
@@ -151,7 +157,14 @@ def _gpu_activities(attributions: Attributions) -> list[_Activity]:
             continue
         op = attributions.op_rows[i]
         when = events.ts_ns[op] if op != NONE else launch_ts.get(events.correlation[row], events.ts_ns[row])
-        out.append(_Activity(row, events.dur_ns[row], attributions.origin_ids[i], op, when))
+        activity = _Activity(row, events.dur_ns[row], attributions.origin_ids[i], op, when)
+        if op != NONE:
+            activity.shape_table, activity.shape_row = events, op
+        elif row in attributions.capture_ops:
+            capture, capture_op = attributions.capture_ops[row]
+            activity.shape_table, activity.shape_row = capture.events, capture_op
+            activity.launch = events.correlation[row]  # the graph launch: one call of the op per replay
+        out.append(activity)
     return out
 
 
@@ -181,7 +194,9 @@ def _cpu_activities(attributions: Attributions, tree: OpTree) -> list[_Activity]
             continue
         self_ns = tree.self_ns(row)
         if self_ns > 0:
-            out.append(_Activity(row, self_ns, attributions.origin_ids[i], row, events.ts_ns[row]))
+            out.append(
+                _Activity(row, self_ns, attributions.origin_ids[i], row, events.ts_ns[row], events, row)
+            )
     return out
 
 
@@ -200,15 +215,17 @@ def _window(activities: list[_Activity], steps: Steps | None) -> tuple[list[_Act
 def _bytes_per_activity(
     attributions: Attributions, activities: list[_Activity], basis: str
 ) -> list[CallBytes | None]:
-    """Bytes of each activity; an op that launched several kernels gives its bytes to the longest one."""
+    """Bytes of each activity; an op call that launched several kernels gives its bytes to the longest
+    one (a graph replay's kernels are one call of their capture-time op per replay)."""
     events = attributions.trace.events
-    longest: dict[int, _Activity] = {}
+    longest: dict[tuple[int, int, int], _Activity] = {}
     if basis == "gpu":
         for a in activities:
-            if a.op_row != NONE and events.cat[a.row] == Cat.KERNEL:
-                best = longest.get(a.op_row)
+            if a.shape_row != NONE and events.cat[a.row] == Cat.KERNEL:
+                call = (id(a.shape_table), a.shape_row, a.launch)
+                best = longest.get(call)
                 if best is None or a.ns > best.ns:
-                    longest[a.op_row] = a
+                    longest[call] = a
     cache: dict[tuple[int, str, str], CallBytes | None] = {}
     out: list[CallBytes | None] = []
     for a in activities:
@@ -217,11 +234,14 @@ def _bytes_per_activity(
             count = (events.args[a.row] or {}).get("bytes")
             out.append(CallBytes(int(count), BASIS_DEVICE) if isinstance(count, (int, float)) else None)
             continue
-        if a.op_row == NONE or (basis == "gpu" and longest.get(a.op_row) is not a):
+        if a.shape_row == NONE or (
+            basis == "gpu" and longest.get((id(a.shape_table), a.shape_row, a.launch)) is not a
+        ):
             out.append(None)
             continue
-        args = events.args[a.op_row]
-        op_name, kernel = events.name[a.op_row], events.name[a.row]
+        table = a.shape_table
+        args = table.args[a.shape_row]
+        op_name, kernel = table.name[a.shape_row], events.name[a.row]
         # The loader interns identical args dicts, so their identity is a cheap cache key.
         key = (id(args), op_name, kernel if op_name == "aten::cat" else "")
         if key not in cache:
@@ -267,21 +287,22 @@ def _group(
             group.bytes_ns += a.ns
             group.bytes_calls += 1
             group.bases.add(moved.basis)
-        if a.op_row != NONE:
+        if a.shape_row != NONE:
+            table = a.shape_table
             if len(group.op_rows) < 64:
-                group.op_rows.append(a.op_row)
-            args = events.args[a.op_row]
-            shape_key = (id(args), events.name[a.op_row])
+                group.op_rows.append((table, a.shape_row))
+            args = table.args[a.shape_row]
+            shape_key = (id(args), table.name[a.shape_row])
             text = shape_cache.get(shape_key)
             if text is None:
-                text = shape_cache[shape_key] = describe_shapes(events.name[a.op_row], args)
+                text = shape_cache[shape_key] = describe_shapes(table.name[a.shape_row], args)
             group.shapes[text] += 1
     return groups
 
 
 def _finding(
     attributions: Attributions,
-    tree: OpTree,
+    trees: dict[int, OpTree],
     group: _Group,
     total_ns: int,
     steps: Steps | None,
@@ -317,7 +338,7 @@ def _finding(
         gbps=gbps,
         peak_fraction=peak_fraction,
         shapes=shapes,
-        waste=_waste(tree, group),
+        waste=_waste(trees, group),
         bytes_basis=basis,
     )
 
@@ -336,12 +357,16 @@ def _representative_origin(attributions: Attributions, group: _Group) -> Origin:
     return replace(origin, ranges=tuple(ranges)) if tuple(ranges) != origin.ranges else origin
 
 
-def _waste(tree: OpTree, group: _Group) -> str | None:
+def _waste(trees: dict[int, OpTree], group: _Group) -> str | None:
+    """A whole-buffer cast among a few sampled calls; ``trees``: op trees by id of their event table."""
     if group.category != "cast/copy" or not group.op_rows:
         return None
     rows = group.op_rows
-    picks = {rows[0], rows[len(rows) // 2], rows[-1]}
-    for row in sorted(picks)[:WASTE_SAMPLES]:
+    picks = {(id(t), r): (t, r) for t, r in (rows[0], rows[len(rows) // 2], rows[-1])}
+    for table, row in sorted(picks.values(), key=lambda pick: pick[1])[:WASTE_SAMPLES]:
+        tree = trees.get(id(table))
+        if tree is None:
+            tree = trees[id(table)] = OpTree(table)
         found = whole_buffer_cast(tree, row)
         if found is not None:
             return found.text

@@ -30,7 +30,6 @@ CAPTURE_DIR = "graph_capture_profile"  # SGLang's graph_capture_profile_dir()
 CAPTURE_PREFIX = "cuda_graph_capture-"
 _RANK_PARTS = re.compile(r"(?:^|[-_.])(?P<kind>TP|DP|PP|EP)-(?P<rank>\d+)")
 _CAPTURE_RANK = re.compile(r"(?:TP-|_rank)(?P<rank>\d+)\.json(?:\.gz)?$")
-_STEP_MARKERS = re.compile(r"^(ProfilerStep#\d+|step\[)")
 _COMM_KERNEL = re.compile(
     r"nccl|cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all", re.IGNORECASE
 )
@@ -151,10 +150,11 @@ class RankReport:
 
 
 # -- finding the traces -----------------------------------------------------------------------------
-def find_rank_traces(directory: Path) -> list[RankTrace]:
+def find_rank_traces(directory: Path, select: str | None = None) -> list[RankTrace]:
     """The per-rank traces of `directory` (one profiling run), with their capture traces attached.
 
-    Raises `InputError` when there is none, or when several runs' traces are mixed in it.
+    `select` keeps only the files whose name contains it (a stage such as ``DECODE``, a profile id).
+    Raises `InputError` when there is none, or when several runs' (or stages') traces are mixed.
     """
     directory = Path(directory)
     if not directory.is_dir():
@@ -165,6 +165,7 @@ def find_rank_traces(directory: Path) -> list[RankTrace]:
         if p.is_file()
         and p.name.endswith(TRACE_SUFFIXES)
         and not p.name.startswith(("merged-", CAPTURE_PREFIX))
+        and (select is None or select in p.name)
     ]
     found = []
     for path in traces:
@@ -173,15 +174,16 @@ def find_rank_traces(directory: Path) -> list[RankTrace]:
         labels = "-".join(f"{kind}-{r}" for kind, r in parts)
         found.append(RankTrace(path, rank, labels, _RANK_PARTS.sub(lambda m: f"-{m['kind']}-*", path.name)))
     if not found:
-        raise InputError(directory, "no profiler traces (*.json, *.json.gz) in this directory")
+        wanted = f" with {select!r} in the name" if select else ""
+        raise InputError(directory, f"no profiler traces (*.json, *.json.gz){wanted} in this directory")
     sets = sorted({t.set_key for t in found})
     if len(sets) > 1 and any(t.rank is not None for t in found):
         ranked = {t.set_key for t in found if t.rank is not None}
         if len(ranked) > 1:
             raise InputError(
                 directory,
-                f"{len(ranked)} profiling runs mixed here ({', '.join(sorted(ranked))}): "
-                "point at a directory holding one run's per-rank traces",
+                f"{len(ranked)} profiling runs or stages mixed here ({', '.join(sorted(ranked))}): "
+                "pick one with --ranks-match TEXT (part of its file names, e.g. DECODE)",
             )
         found = [t for t in found if t.rank is not None]
     captures = _capture_traces(directory)
@@ -209,13 +211,16 @@ def _capture_traces(directory: Path) -> dict[int | None, list[Path]]:
 
 
 # -- explaining ranks in parallel -------------------------------------------------------------------
-def explain_ranks(directory: Path, *, workers: int | None = None, **explain_kwargs: Any) -> RankReport:
+def explain_ranks(
+    directory: Path, *, select: str | None = None, workers: int | None = None, **explain_kwargs: Any
+) -> RankReport:
     """Explain every rank's trace in `directory` (in parallel processes) and compare them.
 
-    `explain_kwargs` go to `tracer.api.explain_loaded` for every rank (source, sites, layers, config,
-    step_range, peak_gbps); a rank's capture traces are passed as ``capture`` unless given.
+    `select`: only traces whose file name contains it. `explain_kwargs` go to
+    `tracer.api.explain_loaded` for every rank (source, sites, layers, config, step_range,
+    peak_gbps); a rank's capture traces are passed as ``capture`` unless given.
     """
-    found = find_rank_traces(directory)
+    found = find_rank_traces(directory, select)
     notes: list[str] = []
     jobs = [(str(t.path), [str(p) for p in t.captures], explain_kwargs) for t in found]
     workers = max(1, min(workers or (os.cpu_count() or 1), len(jobs)))
@@ -237,11 +242,8 @@ def explain_ranks(directory: Path, *, workers: int | None = None, **explain_kwar
             notes.append(
                 f"{trace.path.name}: no TP-<rank> in the name and no distributedInfo; called rank {index}"
             )
-        elif (
-            trace.rank is not None
-            and result.analysis.rank not in (None, trace.rank)
-            and not trace.parts.count("-") > 1
-        ):
+        elif trace.parts == f"TP-{trace.rank}" and result.analysis.rank not in (None, trace.rank):
+            # With TP alone the global rank is the TP rank; DP/PP/EP ranks make them differ legitimately.
             notes.append(
                 f"{trace.path.name}: the name says TP-{trace.rank}, distributedInfo says rank {result.analysis.rank}"
             )
@@ -317,6 +319,32 @@ def _collectives(trace: Trace) -> tuple[list[tuple[str, int, int]], str]:
     return [], ""
 
 
+def rank_labels(results: Sequence[RankResult]) -> list[str]:
+    """``rank0``, ``rank1``, ... per result; ranks that several traces share (DP/PP/EP) get ``-1``, ``-2``."""
+    counts: dict[int, int] = defaultdict(int)
+    for r in results:
+        counts[r.rank] += 1
+    seen: dict[int, int] = defaultdict(int)
+    labels = []
+    for r in results:
+        seen[r.rank] += 1
+        labels.append(f"rank{r.rank}" + (f"-{seen[r.rank]}" if counts[r.rank] > 1 else ""))
+    return labels
+
+
+def pair_ranks(
+    before: RankReport, after: RankReport
+) -> tuple[list[tuple[str, RankResult, RankResult]], list[str]]:
+    """(label, before, after) for every rank both directories hold, paired by rank number (not by
+    file order or name); and a note per rank found on one side only."""
+    old = dict(zip(rank_labels(before.ranks), before.ranks))
+    new = dict(zip(rank_labels(after.ranks), after.ranks))
+    pairs = [(label, old[label], new[label]) for label in old if label in new]
+    notes = [f"{label} is only in {before.directory} (BEFORE)" for label in old if label not in new]
+    notes += [f"{label} is only in {after.directory} (AFTER)" for label in new if label not in old]
+    return pairs, notes
+
+
 # -- combining and comparing ------------------------------------------------------------------------
 def combine(results: Sequence[RankResult]) -> tuple[CombinedFinding, ...]:
     """Findings keyed by (kernel, origin key) across ranks, biggest total first."""
@@ -361,7 +389,8 @@ def consistency(results: Sequence[RankResult], combined: Sequence[CombinedFindin
     return lines
 
 
-def _label(finding: Finding | CombinedFinding) -> str:
+def finding_label(finding: Finding | CombinedFinding) -> str:
+    """``file.py:209 (kernel)``: a finding named by its line (else its origin key) and short kernel name."""
     location = finding.origin.location if isinstance(finding, Finding) else finding.location
     key = finding.origin.key if isinstance(finding, Finding) else finding.origin_key
     where = location if location not in ("?", None) and ":" in location else key
@@ -376,8 +405,10 @@ def _hot_origin(results: Sequence[RankResult], names: dict[int, str]) -> str:
     if len(keys) == 1 and len(tops) == len(results):
         top = next(iter(tops.values()))
         shares = ", ".join(f"{tops[r].share:.0%}" for r in sorted(tops))
-        return f"same hot origin on all {len(results)} ranks: {_label(top)}, {shares} of each rank's time"
-    parts = "; ".join(f"{names[r]}: {_label(f)} {f.share:.0%}" for r, f in sorted(tops.items()))
+        return (
+            f"same hot origin on all {len(results)} ranks: {finding_label(top)}, {shares} of each rank's time"
+        )
+    parts = "; ".join(f"{names[r]}: {finding_label(f)} {f.share:.0%}" for r, f in sorted(tops.items()))
     return f"the hot origin differs between ranks: {parts}"
 
 
@@ -389,11 +420,11 @@ def _calls_per_step(results, combined, names) -> list[str]:
         known = [v for v in values.values() if v is not None]
         if known and max(known) - min(known) > 1e-6 * max(1.0, max(known)):
             per_rank = ", ".join(f"{v:g} on {names[r]}" for r, v in sorted(values.items()) if v is not None)
-            differing.append(f"calls/step differ for {_label(c)}: {per_rank}")
+            differing.append(f"calls/step differ for {finding_label(c)}: {per_rank}")
     missing = [c for c in combined[:TOP_COMPARED] if len(c.ranks) < len(results)]
     for c in missing:
         present = ", ".join(names[f.rank] for f in c.ranks)
-        differing.append(f"{_label(c)} runs on {present} only")
+        differing.append(f"{finding_label(c)} runs on {present} only")
     if differing:
         return differing
     if not compared:
@@ -431,7 +462,7 @@ def _slower_rank(results, combined, names) -> list[str]:
         per = {f.rank: f.per_step_ns for f in c.ranks}
         total_gap = work[slowest] - work[fastest]
         lines.append(
-            f"{names[slowest]} is slower in {_label(c)}: {per.get(slowest, 0) / 1e6:.3f} ms per {unit} against "
+            f"{names[slowest]} is slower in {finding_label(c)}: {per.get(slowest, 0) / 1e6:.3f} ms per {unit} against "
             f"{per.get(fastest, 0) / 1e6:.3f} ms on {names[fastest]} ({gap / total_gap:.0%} of the difference)"
         )
     waits = {r.rank: r.collective_ns for r in results if r.collectives}
@@ -483,74 +514,6 @@ def _clocks(results: Sequence[RankResult], names: dict[int, str]) -> list[str]:
     return lines
 
 
-# -- people's output (belongs with tracer/render; kept here until that stage takes it) -------------
-def print_rank_report(report: RankReport, console, top: int = 15) -> None:
-    """The terminal rendering: one line per rank, the cross-rank statements, the combined table."""
-    from rich.table import Table
-
-    from tracer.render.table import format_ms, safe, safe_lines
-
-    console.print(safe(f"{report.directory}: {len(report.ranks)} ranks"))
-    for r in report.ranks:
-        a = r.analysis
-        steps = f", {a.steps} steps ({format_ms(a.step_ns or 0)} ms/step)" if a.steps else ""
-        top_finding = a.findings[0] if a.findings else None
-        hot = f"; top: {_label(top_finding)} {top_finding.share:.0%}" if top_finding else ""
-        console.print(
-            safe(
-                f"rank {r.rank}: {Path(r.path).name}: {a.time_basis.upper()} {format_ms(a.total_ns)} ms{steps}, "
-                f"own work {format_ms(r.own_work_per_step_ns)} ms/{'step' if a.steps else 'trace'}{hot}"
-            )
-        )
-        for note in a.notes:
-            if note.startswith("CUDA graph replays"):
-                console.print(safe(f"  {note}"))
-    console.print(safe("cross-rank consistency:"))
-    for line in (*report.consistency, *report.notes):
-        console.print(safe(f"  - {line}"))
-    ranks = [r.rank for r in report.ranks]
-    table = Table(title="combined (same kernel and origin across ranks)", title_justify="left")
-    for header in ("#", "share", *(f"rank {r} ms/step" for r in ranks), "calls/step", "kernel", "origin"):
-        table.add_column(
-            header, justify="left" if header in ("kernel", "origin") else "right", overflow="fold"
-        )
-    for index, c in enumerate(report.combined[:top], start=1):
-        per = {f.rank: f for f in c.ranks}
-        calls = sorted({f"{f.calls_per_step:g}" for f in c.ranks if f.calls_per_step is not None})
-        origin = [c.location if ":" in c.location else c.origin_key]
-        if c.source:
-            origin.append(c.source.strip())
-        table.add_row(
-            str(index),
-            f"{c.share:.1%}",
-            *(format_ms(per[r].per_step_ns) if r in per else "-" for r in ranks),
-            "/".join(calls) or "-",
-            safe(c.kernel_short),
-            safe_lines(origin),
-        )
-    console.print(table)
-
-
-def rank_report_markdown(report: RankReport, top: int = 15) -> str:
-    """Markdown for an issue: the statements, then the combined table."""
-    from tracer.render.escape import strip_control
-
-    def cell(text: object) -> str:
-        return strip_control(str(text)).replace("|", "\\|")
-
-    ranks = [r.rank for r in report.ranks]
-    lines = [f"**{cell(report.directory)}**: {len(ranks)} ranks", ""]
-    lines += [f"- {cell(line)}" for line in (*report.consistency, *report.notes)]
-    lines += ["", "| # | share | " + " | ".join(f"rank {r} ms/step" for r in ranks) + " | kernel | origin |"]
-    lines.append("|" + " --- |" * (len(ranks) + 4))
-    for index, c in enumerate(report.combined[:top], start=1):
-        per = {f.rank: f for f in c.ranks}
-        values = " | ".join(f"{per[r].per_step_ns / 1e6:.3f}" if r in per else "-" for r in ranks)
-        where = c.location if ":" in c.location else c.origin_key
-        lines.append(f"| {index} | {c.share:.1%} | {values} | `{cell(c.kernel_short)}` | `{cell(where)}` |")
-    return "\n".join(lines) + "\n"
-
-
 __all__ = [
     "CombinedFinding",
     "RankReport",
@@ -560,6 +523,7 @@ __all__ = [
     "consistency",
     "explain_ranks",
     "find_rank_traces",
-    "print_rank_report",
-    "rank_report_markdown",
+    "finding_label",
+    "pair_ranks",
+    "rank_labels",
 ]

@@ -1,4 +1,5 @@
-"""Step boundaries: ProfilerStep#N, SGLang's step spans, a named range, model forwards, or repetition.
+"""Step boundaries: ProfilerStep#N, SGLang's step spans, a named range, CUDA graph launches, model
+forwards, or repetition.
 
 A step runs from one marker's start to the next marker's start, so work between markers (sampling,
 scheduling) belongs to the step before it; the last step ends where its marker ends, or one typical
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from tracer.errors import InputError
 from tracer.explain.optree import rows_of
-from tracer.model.events import Cat, Trace
+from tracer.model.events import NONE, Cat, Trace
 
 PROFILER_STEP = "ProfilerStep#"
 SGLANG_STEP = re.compile(r"^step\[(?P<stage>[A-Z_]+)\b")
@@ -26,6 +27,7 @@ METHOD_PROFILER = "ProfilerStep#N ranges"
 METHOD_SGLANG = "SGLang step[...] spans"
 METHOD_RANGE = "range {name!r}"
 METHOD_FORWARD = "model forwards ({name})"
+METHOD_GRAPH = "CUDA graph launches"
 METHOD_REPETITION = "repetition of the kernel sequence"
 
 
@@ -97,6 +99,10 @@ def find_steps(
             steps = Steps(steps.method, steps.starts_ns, steps.ends_ns, steps.clock, steps.labels, note)
         return steps
 
+    graph_steps = _from_graph_launches(trace, layers)
+    if graph_steps is not None:
+        return graph_steps
+
     forward = _model_forward_rows(trace)
     if forward is not None:
         name, rows = forward
@@ -121,6 +127,55 @@ def _from_markers(trace: Trace, rows: list[int], method: str, *, contiguous: boo
         period = statistics.median(b - a for a, b in itertools.pairwise(starts))
         ends = starts[1:] + [max(own_ends[-1], starts[-1] + int(period))]
     return Steps(method, tuple(starts), tuple(ends), "cpu", tuple(events.name[r] for r in outer))
+
+
+def _from_graph_launches(trace: Trace, layers: int | None = None) -> Steps | None:
+    """One step per CUDA graph launch: the span of the GPU work it replayed (GPU clock).
+
+    A decode step captured whole replays as one ``cudaGraphLaunch`` whose kernels share its
+    correlation; no marker is needed. Taken only when that is what the trace shows: at least two
+    launches, all of one kernel sequence (one graph, or the same code captured for other sizes),
+    one after another, holding most of the GPU time, and (with a known layer count) at least a
+    kernel per layer each, which rules out piecewise graphs (one launch per layer).
+    """
+    from tracer.join.replay_capture import GRAPH_LAUNCH_PREFIXES
+
+    events = trace.events
+    launches = {
+        events.correlation[r]
+        for r in rows_of(events, Cat.RUNTIME, Cat.DRIVER)
+        if events.name[r].startswith(GRAPH_LAUNCH_PREFIXES)
+    }
+    launches.discard(NONE)
+    if len(launches) < 2:
+        return None
+    replayed: dict[int, list[int]] = defaultdict(list)
+    total_ns = replay_ns = 0
+    for row in rows_of(events, Cat.KERNEL, Cat.MEMCPY, Cat.MEMSET):
+        total_ns += events.dur_ns[row]
+        if events.correlation[row] in launches:
+            replay_ns += events.dur_ns[row]
+            replayed[events.correlation[row]].append(row)
+    if len(replayed) < 2 or replay_ns * 2 < total_ns:
+        return None
+    spans = []
+    for rows in replayed.values():
+        rows.sort(key=lambda r: (events.ts_ns[r], events.tid[r]))
+        end = max(events.end_ns(r) for r in rows)
+        # Names as a multiset: concurrent streams start their kernels in a different order each replay.
+        spans.append((events.ts_ns[rows[0]], end, tuple(sorted(events.name[r] for r in rows))))
+    spans.sort()
+    if len({names for _, _, names in spans}) > 1:
+        return None  # several graphs: a step may replay a few of them
+    if any(b[0] < a[1] for a, b in itertools.pairwise(spans)):
+        return None  # replays overlap: not one step after another
+    if layers and len(spans[0][2]) < layers:
+        return None
+    note = (
+        f"each of the {len(spans)} CUDA graph launches is one step, spanning the GPU work it replayed, "
+        "as the trace has no step markers; work between launches is outside the steps"
+    )
+    return Steps(METHOD_GRAPH, tuple(s for s, _, _ in spans), tuple(e for _, e, _ in spans), "gpu", (), note)
 
 
 def _model_forward_rows(trace: Trace) -> tuple[str, list[int]] | None:

@@ -9,6 +9,7 @@ by name and first line; `uninstall` puts the original code back.
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib.abc
 import importlib.machinery
@@ -105,7 +106,7 @@ class SiteImportHook(importlib.abc.MetaPathFinder):
         self.report = report
         self._local = threading.local()
 
-    def find_spec(self, fullname: str, path=None, target=None):  # noqa: ANN001 (importlib protocol)
+    def find_spec(self, fullname: str, path=None, target=None):
         if getattr(self._local, "busy", False) or not self.plan.may_hold(fullname):
             return None
         self._local.busy = True
@@ -127,7 +128,7 @@ class SiteImportHook(importlib.abc.MetaPathFinder):
             self._local.busy = False
 
 
-def _spec_from_other_finders(hook: SiteImportHook, fullname: str, path, target):  # noqa: ANN001
+def _spec_from_other_finders(hook: SiteImportHook, fullname: str, path, target):
     for finder in sys.meta_path:
         if finder is hook:
             continue
@@ -165,9 +166,7 @@ def patch_loaded_modules(
             report.failed.append(f"{module.__name__}: {type(err).__name__}: {err}")
             continue
         install_helper(module.__dict__)
-        ranged = {
-            (c.co_name, c.co_firstlineno): c for c in iter_codes(code) if HELPER_NAME in c.co_names
-        }
+        ranged = {(c.co_name, c.co_firstlineno): c for c in iter_codes(code) if HELPER_NAME in c.co_names}
         if ranged:
             new_codes[filename] = ranged
             report.add(result)
@@ -175,19 +174,57 @@ def patch_loaded_modules(
     if not new_codes:
         return []
     swaps: list[CodeSwap] = []
-    for obj in gc.get_objects():
-        if type(obj) is not FunctionType:
-            continue
-        code = obj.__code__
-        ranged = new_codes.get(code.co_filename)
-        if ranged is None:
-            continue
-        new = ranged.get((code.co_name, code.co_firstlineno))
+    for function in _live_functions(modules, set(new_codes)):
+        code = function.__code__
+        new = new_codes[code.co_filename].get((code.co_name, code.co_firstlineno))
         if new is None or new is code or not _same_shape(code, new):
             continue
-        swaps.append(CodeSwap(obj, code))
-        obj.__code__ = new
+        swaps.append(CodeSwap(function, code))
+        function.__code__ = new
     return swaps
+
+
+def _live_functions(modules: Sequence[ModuleType], filenames: set[str]) -> list[FunctionType]:
+    """Every function object whose code comes from `filenames`: reachable from the modules
+    (module globals, classes, decorator closures, ``__wrapped__``) and, for closures made at run
+    time, from the garbage collector. (gc alone misses objects frozen by `gc.freeze()`, as SGLang
+    does after start-up.)"""
+    found: dict[int, FunctionType] = {}
+    seen: set[int] = set()
+    for module in modules:
+        stack: list[object] = list(vars(module).values())
+        while stack:
+            obj = stack.pop()
+            if id(obj) in seen or isinstance(obj, ModuleType):
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, FunctionType):
+                if obj.__code__.co_filename in filenames:
+                    found[id(obj)] = obj
+                for cell in obj.__closure__ or ():
+                    try:
+                        stack.append(cell.cell_contents)
+                    except ValueError:  # an empty cell
+                        pass
+                stack.append(obj.__dict__.get("__wrapped__"))
+            elif isinstance(obj, (staticmethod, classmethod)):
+                stack.append(obj.__func__)
+            elif isinstance(obj, property):
+                stack.extend((obj.fget, obj.fset, obj.fdel))
+            elif isinstance(obj, functools.partial):
+                stack.append(obj.func)
+            elif isinstance(obj, type):
+                if obj.__module__ == module.__name__:
+                    stack.extend(vars(obj).values())
+            elif callable(obj):  # functools.lru_cache and other wrappers that keep __wrapped__
+                try:
+                    stack.append(object.__getattribute__(obj, "__wrapped__"))
+                except AttributeError:
+                    pass
+    for obj in gc.get_objects():
+        if type(obj) is FunctionType and obj.__code__.co_filename in filenames:
+            found[id(obj)] = obj
+    return list(found.values())
 
 
 def _same_shape(old: CodeType, new: CodeType) -> bool:

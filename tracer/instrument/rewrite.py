@@ -81,7 +81,9 @@ class RewriteResult:
         return compile(self.tree, filename, "exec", dont_inherit=True)
 
 
-def rewrite_module(source: str | bytes, sites: Sequence[Site], filename: str = "<kerneltrace>") -> RewriteResult:
+def rewrite_module(
+    source: str | bytes, sites: Sequence[Site], filename: str = "<kerneltrace>"
+) -> RewriteResult:
     """Wrap the statements launching `sites` (all in this one file) in site ranges.
 
     Raises SyntaxError if `source` does not parse (the caller then leaves the module alone).
@@ -213,4 +215,3 @@ def _is_compiled(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         if any(word in text for word in _COMPILED_DECORATOR_WORDS):
             return True
     return False
-

@@ -57,7 +57,9 @@ def parse_command_line(argv: Sequence[str]) -> CommandLine:
     if words and _is_python(words[0]):
         words = words[1:]
     if not words:
-        raise InputError("command", "nothing to run: give `-- python script.py ARGS` or `-- python -m module ARGS`")
+        raise InputError(
+            "command", "nothing to run: give `-- python script.py ARGS` or `-- python -m module ARGS`"
+        )
     if words[0] == "-m":
         if len(words) < 2:
             raise InputError("-m", "needs a module name")
@@ -72,10 +74,16 @@ def parse_command_line(argv: Sequence[str]) -> CommandLine:
 
 def _is_python(word: str) -> bool:
     name = os.path.basename(word)
-    return word == sys.executable or name == "python" or (name.startswith("python") and name[6:].replace(".", "").isdigit())
+    return (
+        word == sys.executable
+        or name == "python"
+        or (name.startswith("python") and name[6:].replace(".", "").isdigit())
+    )
 
 
-def run(command: CommandLine, plan: SitePlan | None = None, report: InstrumentationReport | None = None) -> None:
+def run(
+    command: CommandLine, plan: SitePlan | None = None, report: InstrumentationReport | None = None
+) -> None:
     """Run `command` with `sys.argv` set; SystemExit from the script propagates as it would."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     try:
@@ -109,7 +117,9 @@ def _run_script(script: Path, plan: SitePlan | None, report: InstrumentationRepo
     else:
         code = compile(source, filename, "exec", dont_inherit=True)
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=filename, __builtins__=builtins, __cached__=None, __loader__=None, __spec__=None)
+    main.__dict__.update(
+        __file__=filename, __builtins__=builtins, __cached__=None, __loader__=None, __spec__=None
+    )
     install_helper(main.__dict__)
     saved_main = sys.modules.get("__main__")
     sys.modules["__main__"] = main

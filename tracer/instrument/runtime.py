@@ -35,35 +35,54 @@ def warn_once(key: str, message: str, *args: Any) -> None:
 
 
 @functools.cache
-def _torch_hooks() -> tuple[Callable[[], bool], Callable[[], bool], Callable[[str], Any]]:
+def _torch_hooks() -> tuple[
+    Callable[[], bool], Callable[[], bool], Callable[[str], Any], Callable[[Any], None]
+]:
+    """(profiler recording?, torch.compile tracing?, open a range -> handle, close a handle)."""
     import torch
 
-    return torch._C._autograd._profiler_enabled, torch.compiler.is_compiling, torch.profiler.record_function
+    autograd = torch._C._autograd
+    if hasattr(autograd, "_record_function_with_args_enter"):
+        # The binding behind record_function's user ranges, without its per-call Python and dispatcher
+        # work: the same `user_annotation` event at a quarter of the cost (1.3 vs 5 us here).
+        open_range, close_range = (
+            autograd._record_function_with_args_enter,
+            autograd._record_function_with_args_exit,
+        )
+    else:  # pragma: no cover - older or newer torch without the binding
+
+        def open_range(name: str) -> Any:
+            record = torch.profiler.record_function(name)
+            record.__enter__()
+            return record
+
+        def close_range(record: Any) -> None:
+            record.__exit__(None, None, None)
+
+    return autograd._profiler_enabled, torch.compiler.is_compiling, open_range, close_range
 
 
 class ProfiledRange:
-    """A `torch.profiler.record_function` range that never raises into the code it wraps."""
+    """A record_function range (a ``user_annotation`` event) that never raises into the code it wraps."""
 
-    __slots__ = ("_name", "_record")
+    __slots__ = ("_handle", "_name")
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._record = None
+        self._handle = None
 
     def __enter__(self) -> None:
         try:
-            record = _torch_hooks()[2](self._name)
-            record.__enter__()
-            self._record = record
+            self._handle = _torch_hooks()[2](self._name)
         except Exception:
             warn_once("enter", "could not open the range %s; running without it", self._name)
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        record = self._record
-        if record is not None:
-            self._record = None
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        handle = self._handle
+        if handle is not None:
+            self._handle = None
             try:
-                record.__exit__(None, None, None)
+                _torch_hooks()[3](handle)
             except Exception:
                 warn_once("exit", "could not close the range %s", self._name)
         return False  # never swallow the instrumented code's exception
@@ -75,7 +94,7 @@ def named_range(name: str) -> contextlib.AbstractContextManager:
     Under torch.compile tracing it is always the no-op, so compiled regions see no graph break.
     """
     try:
-        profiler_enabled, is_compiling, _ = _torch_hooks()
+        profiler_enabled, is_compiling, _, _ = _torch_hooks()
         if is_compiling() or not profiler_enabled():
             return _NULL_RANGE
     except Exception:

@@ -1,4 +1,18 @@
-"""The join: every GPU kernel/memcpy/memset of a `Trace` -> its `Origin` (ops, ranges, frames, line)."""
+"""The join: every GPU kernel/memcpy/memset of a `Trace` -> its `Origin` (ops, ranges, frames, line).
+
+kernel -> runtime launch (correlation) -> innermost cpu_op (External id, else time containment)
+-> parent ops and record_function ranges (`nesting`) -> Python frames (a separate sweep) -> the
+innermost user frame U and the call C in it that led to the kernel (`calls`). The line, first
+answer wins (`origins`):
+1. a ``kt:site:`` range around the op (kerneltrace's instrumentation): exact;
+2. C's ``CallFrom`` (torch >= 2.14): exact;
+3. the static sites of U's function: C is the k-th call of its method in this run of U, so the k-th
+   site of that method in source order, when the counts agree (`sites`);
+4. U's source, read under the source roots: the same rule over every call and operator, with the
+   if-branches this run took inferred from everything else it called (`source_calls`);
+5. no Python frames at all: a ranking of the sites whose ops match (`ranking`), confidence < 0.5.
+Kernels replayed from a CUDA graph are labelled (`Origin.replay`), never given a line here.
+"""
 
 from __future__ import annotations
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
 from tracer.join.frames import builtin_name, is_builtin, parse_call_from, parse_frame, same_file
 from tracer.join.sites import OP_METHODS
+from tracer.join.source_calls import MODULE_CALL, OPERATOR_ALIASES, STORE_OPS
 from tracer.model.events import NONE, Cat, EventTable
 
 if TYPE_CHECKING:
@@ -22,6 +23,22 @@ class CallOrder:
         self.join = join
         self._positions: dict[int, dict[int, tuple[int, int]]] = {}
         self._children: dict[int, list[int]] | None = None
+        self._observed: dict[int, tuple[int, Counter]] = {}
+        self._signatures: dict[tuple[str, ...], int] = {}
+
+    def observed(self, user: int) -> tuple[int, Counter]:
+        """(signature, counts) of what one run of U called, by source-comparable name.
+
+        Runs with the same signature called the same things in the same order (same branches).
+        """
+        found = self._observed.get(user)
+        if found is None:
+            table = self.join.table
+            calls = sorted(self._calls_in(user), key=lambda r: table.ts_ns[r])
+            keys = tuple(source_key(table.name[r], table.cat[r]) for r in calls)
+            signature = self._signatures.setdefault(keys, len(self._signatures))
+            found = self._observed[user] = (signature, Counter(keys))
+        return found
 
     def position(self, user: int, call: int) -> tuple[int, int]:
         """(k, n): C is the k-th (0-based) of n same-name calls in this run of U."""
@@ -63,6 +80,21 @@ class CallOrder:
             if frame != NONE:
                 children[frame].append(row)
         return children
+
+
+def source_key(name: str, cat: int) -> str:
+    """The name a call has in source (as `tracer.join.source_calls` spells it) from its trace event."""
+    if cat == _CPU_OP:
+        if name in STORE_OPS:
+            return "__setitem__"
+        if name == "aten::index":
+            return "__getitem__"
+        return OPERATOR_ALIASES.get(name, name)
+    if is_builtin(name):
+        return builtin_name(name) or name
+    if name.startswith("nn.Module: "):
+        return MODULE_CALL
+    return parse_frame(name).function
 
 
 def call_name(name: str) -> str:

@@ -6,12 +6,13 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tracer.join.branches import choose_call
 from tracer.join.calls import call_from_line, methods_of_call
 from tracer.join.dtypes import copy_dtypes
 from tracer.join.frames import MODULE_FILE, builtin_name, is_builtin, parse_call_from, parse_frame, same_file
 from tracer.join.ranking import rank_sites
-from tracer.join.sites import OP_METHODS, SiteIndex, choose_site
-from tracer.join.source_calls import OPERATOR_ALIASES, SourceCalls
+from tracer.join.sites import SiteIndex, choose_site
+from tracer.join.source_calls import OPERATOR_ALIASES, STORE_OPS, SourceCalls
 from tracer.join.source_lines import SourceLines
 from tracer.model.events import NONE, Cat, Trace
 from tracer.model.origin import Frame, Origin
@@ -75,19 +76,34 @@ class OriginBuilder:
         frame_chain = self._frame_chain(join, frame)
         user = call = NONE
         k = n = 0
+        signature, observed = NONE, None
         if not replay:
             user, call = join.user_call(anchor, frame)
             if user != NONE and call != NONE and self._needs_order(table, call):
                 k, n = calls.position(user, call)
+                # Runs that called the same things (took the same branches) share an answer.
+                signature, observed = calls.observed(user)
         target = source_dtype = None
         if table.cat[anchor] == _CPU_OP:
             target, source_dtype = copy_dtypes(table.name[anchor], table.args[anchor])
-        context = (frame_chain, op_chain, range_chain, replay, k, n, target, source_dtype)
+        context = (frame_chain, op_chain, range_chain, replay, k, n, target, source_dtype, signature)
         found = self._by_context.get(context)
         if found is not None:
             return found
         origin = self._build(
-            join, anchor, replay, frame_chain, op_chain, range_chain, user, call, k, n, target, source_dtype
+            join,
+            anchor,
+            replay,
+            frame_chain,
+            op_chain,
+            range_chain,
+            user,
+            call,
+            k,
+            n,
+            target,
+            source_dtype,
+            observed,
         )
         index = self._origin_index.get(origin)
         if index is None:
@@ -188,7 +204,20 @@ class OriginBuilder:
 
     # -- the line ---------------------------------------------------------------------------------
     def _build(
-        self, join, anchor, replay, frame_chain, op_chain, range_chain, user, call, k, n, target, source_dtype
+        self,
+        join,
+        anchor,
+        replay,
+        frame_chain,
+        op_chain,
+        range_chain,
+        user,
+        call,
+        k,
+        n,
+        target,
+        source_dtype,
+        observed,
     ) -> Origin:
         table = join.table
         frames = self._frames(frame_chain)
@@ -234,18 +263,24 @@ class OriginBuilder:
                 return self._at_line(
                     base, user_frame.file, line, site, 1.0, (f"CallFrom names line {line} of {label}",)
                 )
-        reasons: tuple[str, ...] = ()
+        # The static sites decide when their count agrees with the run's; otherwise (or for calls
+        # no site covers) the function's source, with its branches, may do better.
+        from_sites = None
         if not self.sites:
-            reasons = ("no static sites given",)
+            reasons: tuple[str, ...] = ("no static sites given",)
         elif not methods:
             reasons = (_no_site_reason(table, call, user_frame),)
         else:
-            found, reasons = self._from_sites(base, user_frame, label, methods, k, n, target, source_dtype)
-            if found is not None:
-                return found
-        from_source = self._from_source_calls(base, table, call, user_frame, k, n)
-        if from_source is not None:
-            return replace(from_source, evidence=(*reasons, *from_source.evidence))
+            from_sites, reasons = self._from_sites(
+                base, user_frame, label, methods, k, n, target, source_dtype
+            )
+            if from_sites is not None and from_sites.confidence >= 1.0:
+                return from_sites
+        from_source = self._from_source_calls(base, table, call, user_frame, k, n, observed, methods)
+        if from_source is not None and (from_sites is None or from_source.confidence > from_sites.confidence):
+            return from_source
+        if from_sites is not None:
+            return from_sites
         return replace(base, file=user_frame.file, evidence=(f"ran in {label}", *reasons))
 
     def _from_sites(self, base, user_frame, label, methods, k, n, target, source_dtype):
@@ -281,28 +316,30 @@ class OriginBuilder:
             )
         return origin, ()
 
-    def _from_source_calls(self, base, table, call, user_frame, k, n) -> Origin | None:
-        """The k-th call of this kind in the function's source (for calls no static site covers)."""
-        if call == NONE or n == 0:
+    def _from_source_calls(self, base, table, call, user_frame, k, n, observed, methods) -> Origin | None:
+        """The k-th call of this kind in the function's source, branches resolved by the run's calls."""
+        if call == NONE or n == 0 or k >= n:
             return None
-        points = self.source_calls.in_function(user_frame.file, user_frame.def_line)
-        if points is None:
+        function = self.source_calls.in_function(user_frame.file, user_frame.def_line)
+        if function is None:
             return None
         wanted, kind = _source_call_kind(table, call)
         if wanted is None:
             return None
-        same = [p for p in points if wanted(p)]
-        if not same:
+        choice = choose_call(function, wanted, nth=k, calls=n, observed=observed)
+        if choice.point is None:
             return None
+        line = choice.point.line
+        site = next((s for s in self.sites.at_line(user_frame.file, line) if s.method in methods), None)
         order = f"call {k + 1} of {n} {kind} in this run of `{user_frame.function}`"
-        if len(same) == n and k < n:
-            evidence = (f"{order}; the source has {len(same)}, in evaluation order (not a static site)",)
-            return self._at_line(base, user_frame.file, same[k].line, None, 1.0, evidence)
-        guess = same[min(k, len(same) - 1)]
-        evidence = (f"{order}, but the source has {len(same)}: counts disagree; ranked by order",)
-        origin = self._at_line(base, user_frame.file, guess.line, None, 0.4, evidence)
-        ranked = [guess] + [p for p in same if p is not guess]
-        return replace(origin, candidates=tuple(dict.fromkeys(f"{user_frame.file}:{p.line}" for p in ranked)))
+        evidence = (f"{order}; {choice.evidence[0]}", *choice.evidence[1:])
+        if site is None:
+            evidence = (*evidence, "(no static site there: found in the source)")
+        origin = self._at_line(base, user_frame.file, line, site, choice.confidence, evidence)
+        if choice.candidates:
+            ranked = dict.fromkeys(f"{user_frame.file}:{p.line}" for p in choice.candidates)
+            origin = replace(origin, candidates=tuple(ranked))
+        return origin
 
     def _at_line(
         self,
@@ -349,14 +386,18 @@ def _source_call_kind(table, call: int):
     """(predicate on `CallPoint`, words for the evidence) for the call C the trace shows."""
     name, cat = table.name[call], table.cat[call]
     if cat == _CPU_OP:
-        names = {name, OPERATOR_ALIASES.get(name, name), *OP_METHODS.get(name, ())}
-        return (lambda p: p.name in names), f"{name} ops"
+        names = {name, OPERATOR_ALIASES.get(name, name)}
+        if name in STORE_OPS:
+            names.add("__setitem__")
+        if name == "aten::index":
+            names.add("__getitem__")
+        return (lambda p: p.name in names and not p.module_call), f"{name} ops"
     if name.startswith("nn.Module: "):
         return (lambda p: p.module_call), "module calls (`self.x(...)`)"
     method = builtin_name(name) if is_builtin(name) else parse_frame(name).function
     if not method:
         return None, ""
-    return (lambda p: p.name == method and not p.name.startswith("aten::")), f".{method} calls"
+    return (lambda p: p.name == method and not p.module_call), f".{method} calls"
 
 
 def _no_site_reason(table, call: int, user_frame: Frame) -> str:

@@ -2,14 +2,17 @@
 
 The static sites cover casts, copies and layout changes. For everything else a trace shows (a GEMM
 from ``self.q_proj(x)``, a ``torch.rsqrt``, ``a * b``), the join finds the line by the same rule:
-the k-th call of that kind in one run of the function is the k-th such call in the source.
+the k-th call of that kind in one run of the function is the k-th such call in the source. Each
+call also records the ``if`` arms it sits in and whether it is in a loop, so that when a run took
+some branches and not others, the branches that agree with everything else the run called can be
+found (`tracer.join.branches`).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from tracer.join.source_lines import SourceLines
 
@@ -48,6 +51,9 @@ OPERATOR_ALIASES: dict[str, str] = {
     "aten::bmm": "aten::matmul",
     "aten::mm": "aten::matmul",
 }
+# Ops a subscript store (``x[i] = v``) runs directly in the frame.
+STORE_OPS = frozenset({"aten::index_put_", "aten::copy_", "aten::fill_", "aten::masked_fill_"})
+MODULE_CALL = "<module call>"  # the source name of every ``self.x(...)`` that calls an nn.Module
 # Scalar arithmetic that runs no tensor op: shapes, sizes and lengths.
 _SCALAR_CALLS = frozenset({"len", "size", "dim", "numel", "int", "float", "range", "max", "min"})
 
@@ -59,7 +65,22 @@ class CallPoint:
     line: int
     col: int
     name: str  # "to", "q_proj", "aten::mul" (operators), "__setitem__" (subscript stores)
-    module_call: bool = False  # ``self.x(...)``: maybe an nn.Module call (``nn.Module: Linear_0``)
+    module_call: bool = False  # ``self.x(...)`` where x is no method of the class: an nn.Module call
+    arms: tuple[int, ...] = ()  # the if-arms it sits in (each arm id belongs to one if)
+    in_loop: bool = False
+
+    @property
+    def key(self) -> str:
+        """The name the run's observed calls are counted under (`tracer.join.calls.source_key`)."""
+        return MODULE_CALL if self.module_call else self.name
+
+
+@dataclass(frozen=True)
+class FunctionCalls:
+    """The calls of one function, and its if-statements: ``branch_of[arm] = (if id, arm index)``."""
+
+    points: tuple[CallPoint, ...]
+    branch_of: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 class SourceCalls:
@@ -67,9 +88,9 @@ class SourceCalls:
 
     def __init__(self, source: SourceLines) -> None:
         self.source = source
-        self._functions: dict[str, dict[int, tuple[CallPoint, ...]] | None] = {}
+        self._functions: dict[str, dict[int, FunctionCalls] | None] = {}
 
-    def in_function(self, file: str, def_line: int | None) -> tuple[CallPoint, ...] | None:
+    def in_function(self, file: str, def_line: int | None) -> FunctionCalls | None:
         """The calls of the function whose ``def`` (or first decorator) is at `def_line`; None if unknown."""
         if def_line is None:
             return None
@@ -78,7 +99,7 @@ class SourceCalls:
         functions = self._functions[file]
         return functions.get(def_line) if functions is not None else None
 
-    def _index(self, file: str) -> dict[int, tuple[CallPoint, ...]] | None:
+    def _index(self, file: str) -> dict[int, FunctionCalls] | None:
         path = self.source.find(file)
         if path is None:
             return None
@@ -86,85 +107,200 @@ class SourceCalls:
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
         except (SyntaxError, ValueError, OSError):
             return None
-        functions: dict[int, tuple[CallPoint, ...]] = {}
+        functions: dict[int, FunctionCalls] = {}
+        for owner in ast.walk(tree):
+            methods = _method_names(owner) if isinstance(owner, ast.ClassDef) else frozenset()
+            body = owner.body if isinstance(owner, (ast.ClassDef, ast.Module)) else []
+            for node in body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    walker = _Walker(methods)
+                    points = tuple(walker.block(node.body))
+                    calls = FunctionCalls(points, walker.branch_of)
+                    # The profiler names a decorated function by its first decorator's line.
+                    for line in {node.lineno, *(d.lineno for d in node.decorator_list[:1])}:
+                        functions[line] = calls
+        # Functions nested in functions: plain walk (their own frames name their def lines).
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                calls = tuple(_calls_in(node.body))
-                # The profiler names a decorated function by its first decorator's line.
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno not in functions:
+                walker = _Walker(frozenset())
+                calls = FunctionCalls(tuple(walker.block(node.body)), walker.branch_of)
                 for line in {node.lineno, *(d.lineno for d in node.decorator_list[:1])}:
-                    functions[line] = calls
+                    functions.setdefault(line, calls)
         return functions
 
 
-def _calls_in(body: list[ast.stmt]) -> Iterator[CallPoint]:
-    for statement in body:
-        yield from _evaluate(statement)
+def _method_names(node: ast.ClassDef) -> frozenset[str]:
+    return frozenset(n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
 
-def _evaluate(node: ast.AST) -> Iterator[CallPoint]:
-    """Yield call points in evaluation order: operands and arguments first, then the call itself."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-        return  # a nested function runs in its own frame
-    if isinstance(node, ast.Call):
+class _Walker:
+    """Yields `CallPoint`s in evaluation order, tracking the if-arms and loops around them."""
+
+    def __init__(self, methods: frozenset[str]) -> None:
+        self.methods = methods
+        self.arms: tuple[int, ...] = ()
+        self.loops = 0
+        self.branch_of: dict[int, tuple[int, int]] = {}
+        self._arms_of_if: dict[int, tuple[int, int]] = {}
+
+    def _branch(self) -> tuple[int, int]:
+        if_id = len(self.branch_of)
+        body, orelse = 2 * if_id, 2 * if_id + 1
+        self.branch_of[body] = (if_id, 0)
+        self.branch_of[orelse] = (if_id, 1)
+        return body, orelse
+
+    def _point(self, node: ast.AST, name: str, module_call: bool = False) -> CallPoint:
+        return CallPoint(node.lineno, node.col_offset, name, module_call, self.arms, self.loops > 0)
+
+    def _under(self, arm: int, nodes: Sequence[ast.AST]) -> Iterator[CallPoint]:
+        saved = self.arms
+        self.arms = (*saved, arm)
+        for node in nodes:
+            yield from self.visit(node)
+        self.arms = saved
+
+    def block(self, statements: Sequence[ast.stmt]) -> Iterator[CallPoint]:
+        saved = self.arms
+        for statement in statements:
+            yield from self.visit(statement)
+            if isinstance(statement, ast.If):
+                # `if c: return` leaves the rest of the block to the runs that took the other arm.
+                body, orelse = self._arms_of_if[id(statement)]
+                if _ends(statement.body) and not _ends(statement.orelse):
+                    self.arms = (*self.arms, orelse)
+                elif _ends(statement.orelse) and not _ends(statement.body):
+                    self.arms = (*self.arms, body)
+        self.arms = saved
+
+    def visit(self, node: ast.AST) -> Iterator[CallPoint]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return  # a nested function runs in its own frame
+        if isinstance(node, ast.If):
+            yield from self.visit(node.test)
+            body, orelse = self._arms_of_if[id(node)] = self._branch()
+            saved = self.arms
+            self.arms = (*saved, body)
+            yield from self.block(node.body)
+            self.arms = (*saved, orelse)
+            yield from self.block(node.orelse)
+            self.arms = saved
+            return
+        if isinstance(node, ast.IfExp):
+            yield from self.visit(node.test)
+            body, orelse = self._branch()
+            yield from self._under(body, [node.body])
+            yield from self._under(orelse, [node.orelse])
+            return
+        if isinstance(node, ast.BoolOp):  # `a and b`: b runs only sometimes
+            yield from self.visit(node.values[0])
+            for value in node.values[1:]:
+                taken, _ = self._branch()
+                yield from self._under(taken, [value])
+            return
+        if isinstance(node, ast.Try):
+            yield from self.block(node.body)
+            for handler in node.handlers:
+                taken, _ = self._branch()
+                saved = self.arms
+                self.arms = (*saved, taken)
+                yield from self.block(handler.body)
+                self.arms = saved
+            yield from self.block(node.orelse)
+            yield from self.block(node.finalbody)
+            return
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            if not isinstance(node, ast.While):
+                yield from self.visit(node.iter)  # evaluated once, before the loop
+            self.loops += 1
+            if isinstance(node, ast.While):
+                yield from self.visit(node.test)
+            yield from self.block(node.body)
+            self.loops -= 1
+            yield from self.block(node.orelse)
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            self.loops += 1
+            for child in ast.iter_child_nodes(node):
+                yield from self.visit(child)
+            self.loops -= 1
+            return
+        if isinstance(node, ast.Call):
+            yield from self._call(node)
+            return
+        if isinstance(node, ast.BinOp):
+            yield from self.visit(node.left)
+            yield from self.visit(node.right)
+            op = BINARY_OPS.get(type(node.op))
+            scalar = _is_scalar(node.left) and _is_scalar(node.right)
+            if (
+                op is not None
+                and not scalar
+                and not (_is_shape_math(node.left) or _is_shape_math(node.right))
+            ):
+                yield self._point(node, op)
+            return
+        if isinstance(node, ast.UnaryOp):
+            yield from self.visit(node.operand)
+            op = UNARY_OPS.get(type(node.op))
+            if op is not None and not _is_scalar(node.operand) and not _is_shape_math(node.operand):
+                yield self._point(node, op)
+            return
+        if isinstance(node, ast.AugAssign):
+            yield from self.visit(node.target)
+            yield from self.visit(node.value)
+            op = BINARY_OPS.get(type(node.op))
+            if op is not None and not _is_shape_math(node.value):
+                yield self._point(node, op + "_")
+            return
+        if isinstance(node, ast.Assign):
+            yield from self.visit(node.value)
+            for target in node.targets:
+                yield from self._store(target)
+            return
+        if isinstance(node, ast.Compare):
+            yield from self.visit(node.left)
+            for op, right in zip(node.ops, node.comparators):
+                yield from self.visit(right)
+                name = COMPARE_OPS.get(type(op))
+                if name is not None and not _is_scalar(right) and not _is_shape_math(node.left):
+                    yield self._point(node, name)
+            return
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            yield from self.visit(node.value)
+            yield from self.visit(node.slice)
+            if _is_tensor_index(node.slice):
+                yield self._point(node, "__getitem__")
+            return
+        for child in ast.iter_child_nodes(node):
+            yield from self.visit(child)
+
+    def _call(self, node: ast.Call) -> Iterator[CallPoint]:
         func = node.func
         if isinstance(func, ast.Attribute):
-            yield from _evaluate(func.value)
+            yield from self.visit(func.value)
         elif not isinstance(func, ast.Name):
-            yield from _evaluate(func)
+            yield from self.visit(func)
         for argument in (*node.args, *node.keywords):
-            yield from _evaluate(argument)
+            yield from self.visit(argument)
         name = _callee_name(func)
         if name is not None:
-            yield CallPoint(node.lineno, node.col_offset, name, _is_module_call(func))
-        return
-    if isinstance(node, ast.BinOp):
-        yield from _evaluate(node.left)
-        yield from _evaluate(node.right)
-        op = BINARY_OPS.get(type(node.op))
-        if op is not None and not (_is_scalar(node.left) and _is_scalar(node.right)):
-            if not (_is_shape_math(node.left) or _is_shape_math(node.right)):
-                yield CallPoint(node.lineno, node.col_offset, op)
-        return
-    if isinstance(node, ast.UnaryOp):
-        yield from _evaluate(node.operand)
-        op = UNARY_OPS.get(type(node.op))
-        if op is not None and not _is_scalar(node.operand) and not _is_shape_math(node.operand):
-            yield CallPoint(node.lineno, node.col_offset, op)
-        return
-    if isinstance(node, ast.AugAssign):
-        yield from _evaluate(node.target)
-        yield from _evaluate(node.value)
-        op = BINARY_OPS.get(type(node.op))
-        if op is not None and not _is_shape_math(node.value):
-            yield CallPoint(node.lineno, node.col_offset, op + "_")
-        return
-    if isinstance(node, ast.Assign):
-        yield from _evaluate(node.value)
-        for target in node.targets:
-            yield from _store(target)
-        return
-    if isinstance(node, ast.Compare):
-        yield from _evaluate(node.left)
-        for op, right in zip(node.ops, node.comparators):
-            yield from _evaluate(right)
-            name = COMPARE_OPS.get(type(op))
-            if name is not None and not _is_scalar(right) and not _is_shape_math(node.left):
-                yield CallPoint(node.lineno, node.col_offset, name)
-        return
-    for child in ast.iter_child_nodes(node):
-        yield from _evaluate(child)
+            yield self._point(node, name, _is_self_call(func) and name not in self.methods)
+
+    def _store(self, target: ast.AST) -> Iterator[CallPoint]:
+        if isinstance(target, ast.Subscript):
+            yield from self.visit(target.value)
+            yield from self.visit(target.slice)
+            yield self._point(target, "__setitem__")
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                yield from self._store(element)
+        elif isinstance(target, ast.Attribute):
+            yield from self.visit(target.value)
 
 
-def _store(target: ast.AST) -> Iterator[CallPoint]:
-    if isinstance(target, ast.Subscript):
-        yield from _evaluate(target.value)
-        yield from _evaluate(target.slice)
-        yield CallPoint(target.lineno, target.col_offset, "__setitem__")
-    elif isinstance(target, (ast.Tuple, ast.List)):
-        for element in target.elts:
-            yield from _store(element)
-    elif isinstance(target, ast.Attribute):
-        yield from _evaluate(target.value)
+def _ends(body: Sequence[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
 def _callee_name(func: ast.AST) -> str | None:
@@ -177,10 +313,17 @@ def _callee_name(func: ast.AST) -> str | None:
     return None
 
 
-def _is_module_call(func: ast.AST) -> bool:
+def _is_self_call(func: ast.AST) -> bool:
     if isinstance(func, ast.Subscript):
         func = func.value
     return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+
+
+def _is_tensor_index(index: ast.AST) -> bool:
+    """``x[idx]`` with a tensor-like index (a name, call, attribute) runs aten::index; slices do not."""
+    if isinstance(index, ast.Tuple):
+        return any(_is_tensor_index(e) for e in index.elts)
+    return isinstance(index, (ast.Name, ast.Call, ast.Attribute, ast.Subscript)) and not _is_shape_math(index)
 
 
 def _is_scalar(node: ast.AST) -> bool:

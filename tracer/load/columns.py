@@ -60,6 +60,7 @@ class EventTableBuilder:
         self._args: dict[bytes, dict[str, Any]] = {}
 
     def add_events(self, events: list[Any], first_index: int) -> None:
+        """Append the duration events of `events` (whose first is event number `first_index`)."""
         # Rows are gathered as tuples, then each column is extended once per chunk: one C-level
         # extend per column instead of a Python-level append per cell.
         rows: list[tuple] = []
@@ -68,9 +69,10 @@ class EventTableBuilder:
         python = Cat.PYTHON_FUNCTION
         trimmed = self._trimmed
         for index, event in enumerate(events, first_index):
-            if event.__class__ is not dict:
+            try:
+                phase = event["ph"]
+            except (KeyError, TypeError, IndexError):
                 continue
-            phase = event.get("ph")
             if phase != "X":
                 if (phase == "s" or phase == "f") and event.get("cat") == "fwdbwd":
                     self._add_flow_point(event)
@@ -78,8 +80,11 @@ class EventTableBuilder:
             cat = categories.get(event.get("cat"))
             if cat is None:
                 continue
-            ts = event.get("ts")
-            if ts is None:
+            try:
+                ts_ns = round(event["ts"] * 1000)
+                dur = event.get("dur")
+                dur_ns = round(dur * 1000) if dur else 0
+            except (KeyError, TypeError):  # no ts, or not a number: nothing to place in time
                 self.skipped_no_ts += 1
                 continue
             pid = event.get("pid")
@@ -89,9 +94,9 @@ class EventTableBuilder:
             if tid.__class__ is not int:
                 tid = self._int_id(tid)
             raw_name = event.get("name", "")
-            name = names.get(raw_name)
+            name = names.get(raw_name) if raw_name.__class__ is str else None
             if name is None:
-                name = names[raw_name] = sys.intern(frame_name(str(raw_name)))
+                name = self.intern_name(raw_name)
             ext = corr = py_id = py_parent = NONE
             kept = None
             args = event.get("args")
@@ -119,11 +124,7 @@ class EventTableBuilder:
                     py_id = _as_int(py_id)
                 if py_parent.__class__ is not int:
                     py_parent = _as_int(py_parent)
-            dur = event.get("dur")
-            add_row(
-                (cat, name, pid, tid, round(ts * 1000), round(dur * 1000) if dur else 0,
-                 ext, corr, py_id, py_parent, index, kept)
-            )  # fmt: skip
+            add_row((cat, name, pid, tid, ts_ns, dur_ns, ext, corr, py_id, py_parent, index, kept))
         if not rows:
             return
         table = self.table
@@ -147,10 +148,11 @@ class EventTableBuilder:
             shared = self._args[key] = kept
         return shared
 
-    def intern_name(self, raw_name: str) -> str:
-        name = self._names.get(raw_name)
+    def intern_name(self, raw_name: Any) -> str:
+        text = raw_name if raw_name.__class__ is str else str(raw_name)
+        name = self._names.get(text)
         if name is None:
-            name = self._names[raw_name] = sys.intern(frame_name(str(raw_name)))
+            name = self._names[text] = sys.intern(frame_name(text))
         return name
 
     def _int_id(self, value: Any) -> int:

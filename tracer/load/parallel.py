@@ -38,13 +38,19 @@ _INT_COLUMNS = (
 
 
 def worker_count(size_bytes: int) -> int:
-    """How many processes to parse with: KERNELTRACE_LOAD_WORKERS, else up to 2 for big files."""
+    """How many processes to parse with: KERNELTRACE_LOAD_WORKERS, else 2 for big files when a core
+    is idle (on a busy machine the workers' extra pickling makes the load slower, not faster)."""
     configured = os.environ.get("KERNELTRACE_LOAD_WORKERS")
     if configured is not None and configured.strip().isdigit():
         return int(configured)
-    if size_bytes < PARALLEL_MIN_BYTES:
+    cores = os.cpu_count() or 1
+    if size_bytes < PARALLEL_MIN_BYTES or cores < 2:
         return 1
-    return min(2, os.cpu_count() or 1)
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        busy = 0.0
+    return 2 if busy <= cores - 1 else 1
 
 
 @dataclass

@@ -101,6 +101,11 @@ class Attributions:
     # "gpu": rows are kernels/memcpys/memsets; "cpu": the trace has no GPU activity, so rows are its
     # leaf CPU ops (no CPU op inside them) and op_rows[i] == gpu_rows[i].
     time_basis: str = "gpu"
+    # Graph replays launch from no op of this trace (op_rows -1). Where their capture was profiled:
+    # gpu row -> (the trace holding the capture, the capture-time op row that created the kernel's
+    # graph node). A graph replays its capture's shapes, so that op's args size the replayed kernel;
+    # its time is the capture's, not the replay's.
+    capture_ops: dict[int, tuple[Trace, int]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.gpu_rows)

@@ -161,7 +161,11 @@ def range_methods(cls: type, names: tuple[str, ...]) -> list[str]:
         if owner is None or owner is object:
             continue
         raw = vars(owner)[name]
-        if is_range_wrapper(raw) or isinstance(raw, (staticmethod, classmethod, property)) or not callable(raw):
+        if (
+            is_range_wrapper(raw)
+            or isinstance(raw, (staticmethod, classmethod, property))
+            or not callable(raw)
+        ):
             continue
         range_name = function_range_name(f"{owner.__qualname__}.{name}")
         setattr(owner, name, function_range(raw, range_name))

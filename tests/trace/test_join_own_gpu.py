@@ -1,0 +1,85 @@
+"""The join on our own H200 captures (tests/fixtures/gpu): the founding bug, its fix, graph replays."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tracer.join import attribute, sites_for_trace
+from tracer.load import load_trace
+from tracer.static import scan
+
+MODEL = "examples/glm5_kv_cast/model.py"
+
+
+def time_by_location(result) -> Counter:
+    table = result.trace.events
+    shares: Counter = Counter()
+    for gpu, origin_id in zip(result.gpu_rows, result.origin_ids):
+        shares[result.origins[origin_id].location] += table.dur_ns[gpu]
+    total = sum(shares.values())
+    return Counter({location: ns / total for location, ns in shares.items()})
+
+
+@pytest.fixture(scope="module")
+def whole_cast(own_gpu_traces: Path, repo_root: Path):
+    trace = load_trace(own_gpu_traces / "glm5_cast_whole_stack.json.gz")
+    return attribute(trace, sites_for_trace(trace, [repo_root]), source_roots=[repo_root])
+
+
+def test_the_whole_pool_cast_is_line_209(whole_cast) -> None:
+    shares = time_by_location(whole_cast)
+    (top, share), *_ = shares.most_common(1)
+    assert top == f"{MODEL}:209" and share > 0.85
+    origin = next(o for o in whole_cast.origins if o.location == f"{MODEL}:209")
+    assert origin.source == "k = self.pool.get_key_buffer(layer_id).to(q.dtype)"
+    assert origin.confidence == 1.0 and origin.rule == "KT101"
+    assert origin.ops == ("aten::to", "aten::_to_copy", "aten::copy_")
+    assert sum(share for location, share in shares.items() if ":" in location) > 0.99
+
+
+def test_branches_pick_the_projection_lines(whole_cast) -> None:
+    """MLA.forward skips `self.indexer(...)` (an `if` not taken here): 3 module calls of 4 in source."""
+    lines = {o.line for o in whole_cast.origins if o.file == MODEL and o.ops[:1] == ("aten::linear",)}
+    assert {280, 285, 287} <= lines and 284 not in lines
+    q_proj = next(o for o in whole_cast.origins if o.location == f"{MODEL}:285")
+    assert q_proj.confidence == 1.0
+    assert "if-branches" in q_proj.evidence[0]
+
+
+def test_the_fix_moves_the_cast_to_line_214(own_gpu_traces: Path, repo_root: Path) -> None:
+    trace = load_trace(own_gpu_traces / "glm5_gather_then_cast_stack.json.gz")
+    result = attribute(trace, sites_for_trace(trace, [repo_root]), source_roots=[repo_root])
+    casts = {o.location for o in result.origins if o.ops == ("aten::to", "aten::_to_copy", "aten::copy_")}
+    assert f"{MODEL}:214" in casts and f"{MODEL}:209" not in casts
+
+
+def test_without_stacks_line_209_is_ranked_first(own_gpu_traces: Path, repo_root: Path) -> None:
+    trace = load_trace(own_gpu_traces / "glm5_cast_whole_nostack.json.gz")
+    sites = scan([repo_root / "examples" / "glm5_kv_cast"]).sites
+    result = attribute(trace, sites, source_roots=[repo_root])
+    top = max(
+        set(result.origin_ids),
+        key=lambda i: sum(
+            result.trace.events.dur_ns[g] for g, o in zip(result.gpu_rows, result.origin_ids) if o == i
+        ),
+    )
+    origin = result.origins[top]
+    assert origin.frames == () and origin.confidence < 0.5
+    assert origin.candidates[0].endswith("model.py:209")
+    assert origin.evidence[0] == "a ranking, not a match:"
+
+
+def test_graph_replays_are_labelled_never_given_a_line(own_gpu_traces: Path, repo_root: Path) -> None:
+    trace = load_trace(own_gpu_traces / "cudagraph_decode_stack.json.gz")
+    result = attribute(trace, sites_for_trace(trace, [repo_root]), source_roots=[repo_root])
+    table = trace.events
+    replayed = [result.origins[o] for o in result.origin_ids if result.origins[o].replay]
+    assert len(replayed) == 4 * 242  # 4 cudaGraphLaunch, 242 kernels each
+    assert all(o.line is None and o.file is None for o in replayed)
+    assert all(o.evidence[0].startswith("replayed from a CUDA graph (cudaGraphLaunch)") for o in replayed)
+    replay_rows = [g for g, o in zip(result.gpu_rows, result.origin_ids) if result.origins[o].replay]
+    assert all(table.ext_id[g] in (-1, 0) for g in replay_rows)
+    assert all(op == -1 for op, o in zip(result.op_rows, result.origin_ids) if result.origins[o].replay)
