@@ -66,11 +66,20 @@ def test_rmsnorm_cast_has_its_line_and_per_layer_count(llama_analysis):
     assert cast.bytes_basis == "shapes"
 
 
-def test_rotary_mul_runs_four_times_per_layer(llama_analysis):
-    rotary = next(
-        f for f in llama_analysis.findings if f.origin.key.endswith("(137): apply_rotary_pos_emb > aten::mul")
-    )
-    assert rotary.invariant == "32 calls/step = 4 times per layer (8 layers)"
+def test_rotary_muls_run_twice_per_layer_on_each_line(llama_analysis):
+    # apply_rotary_pos_emb: `q_embed = (q * cos) + (rotate_half(q) * sin)` and the same for k: two
+    # muls on each line, each line run once per layer.
+    muls = {
+        f.origin.location: f
+        for f in llama_analysis.findings
+        if f.kernel_short == "elementwise_kernel<MulFunctor>" and f.origin.caller_frame.function == "apply_rotary_pos_emb"
+    }
+    assert set(muls) == {
+        "transformers/models/llama/modeling_llama.py:158",
+        "transformers/models/llama/modeling_llama.py:159",
+    }
+    for finding in muls.values():
+        assert finding.invariant == "16 calls/step = twice per layer (8 layers)"
 
 
 def test_moe_counts_from_the_config(deepseek_trace, tmp_path):

@@ -23,8 +23,8 @@ def test_llama_graph_renders_to_svg_and_png_naming_the_hot_site(llama_analysis, 
     svg = render_graph(graph, tmp_path / "llama.svg")
     png = render_graph(graph, tmp_path / "llama.png")
     dot = render_graph(graph, tmp_path / "llama.dot")
-    # the hottest kernel with a source line: RMSNorm's upcast, `hidden_states.to(torch.float32)`
-    hot_site = next(f.origin for f in llama_analysis.findings if f.origin.line is not None)
+    # the hottest cast with a source line: RMSNorm's upcast, `hidden_states.to(torch.float32)`
+    hot_site = next(f.origin for f in llama_analysis.findings if f.category == "cast/copy" and f.origin.line)
     text = _svg_text(svg)
 
     assert hot_site.location == "transformers/models/llama/modeling_llama.py:64"

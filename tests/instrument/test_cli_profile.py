@@ -30,10 +30,10 @@ SCRIPT = textwrap.dedent(
 
 def test_profile_a_module_with_a_step_function(repo_root, tmp_path):
     out = tmp_path / "trace.json.gz"
-    command = [
-        sys.executable, "-c", "from tracer.cli import main; main()", "profile", "--step-function", STEP, "--steps", "2", "-o", str(out),
-        "--json", "--", "python", "-m", "examples.glm5_kv_cast.run", "--preset", "tiny", "--steps", "3",
-    ]  # fmt: skip
+    cli = [sys.executable, "-c", "from tracer.cli import main; main()"]
+    options = ["profile", "--step-function", STEP, "--steps", "2", "-o", str(out), "--json"]
+    script = ["python", "-m", "examples.glm5_kv_cast.run", "--preset", "tiny", "--steps", "3"]
+    command = [*cli, *options, "--", *script]
     done = subprocess.run(command, cwd=repo_root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stderr_console, stdout_console
+from tracer.cli.common import print_json, reports_input_errors, stdout_console
 from tracer.errors import InputError
 
 WIDTH_WHEN_PIPED = 200
@@ -129,7 +129,6 @@ def command(
     if step_function is not None and steps is None:
         steps = DEFAULT_STEPS
     target = parse_command_line(command_line)
-    notes = stderr_console()
     if str(Path.cwd()) not in sys.path:  # as `python -m` would: the script's imports resolve from here
         sys.path.insert(0, str(Path.cwd()))
     site_list = _sites(scan_paths, sites, target)
@@ -158,7 +157,7 @@ def command(
         except Exception as err:  # the user's script failed: show its traceback, keep what was recorded
             traceback.print_exc()
             failure = f"the script raised {type(err).__name__}: {err}"
-    notes.print(f"kerneltrace: {session.report.summary()}; trace: {out}", highlight=False)
+    click.echo(f"kerneltrace: {session.report.summary()}; trace: {out}", err=True)
     if failure is not None and not out.exists():
         raise InputError(target.label, failure)
     analysis = session.explain_now(print_table=False)

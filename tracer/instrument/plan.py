@@ -36,6 +36,9 @@ class SiteSelection:
         return [site for site in sites if self.matches(site)]
 
 
+ALL_SITES = SiteSelection()
+
+
 def _glob(path: str, pattern: str) -> bool:
     parts = path.split("/")
     return any(fnmatch.fnmatch("/".join(parts[i:]), pattern) for i in range(len(parts)))
@@ -64,7 +67,7 @@ class SitePlan:
         sites: Sequence[Site] = (),
         *,
         scan_modules: Sequence[str] = (),
-        selection: SiteSelection = SiteSelection(),
+        selection: SiteSelection = ALL_SITES,
     ) -> None:
         self.selection = selection
         self.scan_modules = tuple(scan_modules)

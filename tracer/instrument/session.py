@@ -20,7 +20,7 @@ from typing import Any
 from tracer.errors import InputError
 from tracer.instrument.functions import FunctionRanges
 from tracer.instrument.patch import InstrumentationReport, SiteInstrumentation
-from tracer.instrument.plan import SitePlan, SiteSelection
+from tracer.instrument.plan import ALL_SITES, SitePlan, SiteSelection
 from tracer.model.finding import Analysis
 from tracer.model.site import Site
 
@@ -41,7 +41,7 @@ class ProfileSession:
         wait: int = 0,
         functions: Sequence[str] = (),
         step_function: str | None = None,
-        selection: SiteSelection = SiteSelection(),
+        selection: SiteSelection = ALL_SITES,
         record_shapes: bool = True,
         explain: bool = True,
         console: Any = None,

@@ -25,6 +25,7 @@ class CallOrder:
         self._children: dict[int, list[int]] | None = None
         self._observed: dict[int, tuple[int, Counter]] = {}
         self._signatures: dict[tuple[str, ...], int] = {}
+        self._sorted: set[int] = set()
 
     def observed(self, user: int) -> tuple[int, Counter]:
         """(signature, counts) of what one run of U called, by source-comparable name.
@@ -34,8 +35,7 @@ class CallOrder:
         found = self._observed.get(user)
         if found is None:
             table = self.join.table
-            calls = sorted(self._calls_in(user), key=lambda r: table.ts_ns[r])
-            keys = tuple(source_key(table.name[r], table.cat[r]) for r in calls)
+            keys = tuple(source_key(table.name[r], table.cat[r]) for r in self._calls_in(user))
             signature = self._signatures.setdefault(keys, len(self._signatures))
             found = self._observed[user] = (signature, Counter(keys))
         return found
@@ -48,11 +48,9 @@ class CallOrder:
         return positions.get(call, (0, 1))
 
     def _rank(self, user: int) -> dict[int, tuple[int, int]]:
-        table = self.join.table
-        names = table.name
-        calls = sorted(self._calls_in(user), key=lambda r: table.ts_ns[r])
+        names = self.join.table.name
         by_name: dict[str, list[int]] = defaultdict(list)
-        for row in calls:
+        for row in self._calls_in(user):
             by_name[call_name(names[row])].append(row)
         ranks: dict[int, tuple[int, int]] = {}
         for rows in by_name.values():
@@ -61,9 +59,17 @@ class CallOrder:
         return ranks
 
     def _calls_in(self, user: int) -> list[int]:
+        """U's child frames and direct top-level ops, in time order."""
         if self._children is None:
             self._children = self._index_children()
-        return self._children.get(user, [])
+        calls = self._children.get(user)
+        if calls is None:
+            return []
+        if user not in self._sorted:
+            ts = self.join.table.ts_ns
+            calls.sort(key=ts.__getitem__)
+            self._sorted.add(user)
+        return calls
 
     def _index_children(self) -> dict[int, list[int]]:
         """Child frames and direct top-level ops of every frame (only frames that have any)."""

@@ -38,8 +38,8 @@ _INT_COLUMNS = (
 
 
 def worker_count(size_bytes: int) -> int:
-    """How many processes to parse with: KERNELTRACE_LOAD_WORKERS, else 2 for big files when a core
-    is idle (on a busy machine the workers' extra pickling makes the load slower, not faster)."""
+    """How many processes to parse with: KERNELTRACE_LOAD_WORKERS, else 2 for big files unless every
+    core is busy (then the workers' extra pickling makes the load slower, not faster)."""
     configured = os.environ.get("KERNELTRACE_LOAD_WORKERS")
     if configured is not None and configured.strip().isdigit():
         return int(configured)
@@ -50,7 +50,7 @@ def worker_count(size_bytes: int) -> int:
         busy = os.getloadavg()[0]
     except OSError:
         busy = 0.0
-    return 2 if busy <= cores - 1 else 1
+    return 2 if busy < cores else 1
 
 
 @dataclass
