@@ -8,7 +8,7 @@ STAMP = .setup.stamp
 $(STAMP): pyproject.toml requirements-sglang.txt Makefile
 	command -v dot >/dev/null || (apt-get update -qq && apt-get install -y -qq graphviz)
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[test,bench]'
+	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps sglang==0.5.23
 	$(PIP) install -q -r requirements-sglang.txt
 	$(MAKE) $(TRANSFORMERS_SRC)
@@ -31,6 +31,7 @@ test: setup
 	$(PYTHON) -m pytest -q
 
 bench: setup
+	$(PIP) install -q -e '.[bench]'
 	$(PYTHON) bench/bench_scan.py
 	$(PYTHON) bench/bench_explain.py
 	$(PYTHON) bench/bench_overhead.py

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from tracer.errors import InputError
+from tracer.load.window import TraceWindow
 from tracer.model.events import Trace
 from tracer.model.finding import Analysis
 from tracer.model.origin import Attributions
@@ -24,6 +25,7 @@ def explain_trace(
     step_range: str | None = None,
     peak_gbps: float | None = None,
     capture: str | Path | Sequence[str | Path] | None = None,
+    window: TraceWindow | None = None,
 ) -> Analysis:
     """Analyse the profiler trace at ``path``.
 
@@ -31,13 +33,15 @@ def explain_trace(
     trace names are scanned under the ``source`` roots (exact lines for traces without CallFrom).
     ``source`` also lets origins carry the text of their line. ``capture``: trace(s) of a profiled
     CUDA-graph capture, when the trace's graph replays were captured outside it. The other arguments
-    go to `tracer.explain.analyse`. Raises `InputError` for any bad input.
+    go to `tracer.explain.analyse`. ``window``: analyse only that part of the trace (a time span
+    or ProfilerStep#N..M, `tracer.load.TraceWindow`), dropped while parsing. Raises `InputError` for
+    any bad input, including a trace too big for the memory available (the error says how to proceed).
     """
     from tracer.load import load_trace
 
     _check_roots(source)
     return explain_loaded(
-        load_trace(path),
+        load_trace(path, window),
         source=source,
         sites=sites,
         layers=layers,
@@ -78,12 +82,13 @@ def attribute_trace(
     source: Sequence[str | Path] = (),
     sites: str | Path | Sequence[Site] | None = None,
     capture: str | Path | Sequence[str | Path] | None = None,
+    window: TraceWindow | None = None,
 ) -> Attributions:
     """The join's answer for every GPU event of the trace at ``path`` (what `annotate` writes back)."""
     from tracer.load import load_trace
 
     _check_roots(source)
-    return attribute_loaded(load_trace(path), source=source, sites=sites, capture=capture)
+    return attribute_loaded(load_trace(path, window), source=source, sites=sites, capture=capture)
 
 
 def attribute_loaded(

@@ -72,7 +72,8 @@ def test_rotary_muls_run_twice_per_layer_on_each_line(llama_analysis):
     muls = {
         f.origin.location: f
         for f in llama_analysis.findings
-        if f.kernel_short == "elementwise_kernel<MulFunctor>" and f.origin.caller_frame.function == "apply_rotary_pos_emb"
+        if f.kernel_short == "elementwise_kernel<MulFunctor>"
+        and f.origin.caller_frame.function == "apply_rotary_pos_emb"
     }
     assert set(muls) == {
         "transformers/models/llama/modeling_llama.py:158",

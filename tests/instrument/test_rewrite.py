@@ -74,9 +74,10 @@ def test_sites_that_no_statement_range_can_bracket_are_skipped_with_a_reason(sam
     assert reasons[(28, "x.float()")].startswith("inside a torch.compile/JIT function")
     placed = {(s.line, s.text) for s in result.placed}
     assert {(5, "x.to(torch.bfloat16)"), (6, "y.contiguous()")} <= placed
-    # Four sites share line 16's statement: their ranges nest around it, and the report says so.
+    # Four sites share line 16's statement: one range, named after the riskiest, and the report says so.
     (shared,) = result.shared
     assert {s.line for s in shared} == {16} and len(shared) == 4
+    assert shared[0].text == "x.double().float()" and shared[0].risk == max(s.risk for s in shared)
 
 
 def test_the_rewrite_leaves_the_file_and_its_source_untouched(sample_package, sample_sites):

@@ -117,7 +117,11 @@ def loaded_plugin(reference_outputs):
     import tracer.plugins.sglang as plugin
 
     assert plugin._state["registered"], "load_plugins() did not run tracer.plugins.sglang:register"
-    return plugin
+    yield plugin
+    # Leave later test areas an import system without our hook (SGLang's applied hooks stay: they
+    # are no-ops without a profiler, and HookRegistry has no way to take them off).
+    if plugin._state["instrumentation"] is not None:
+        plugin._state["instrumentation"].uninstall()
 
 
 @pytest.fixture

@@ -227,10 +227,8 @@ def test_a_failing_range_hook_leaves_results_intact(
     def broken_record_function(name):  # and every range the site/function wrappers open, too
         raise RuntimeError("kerneltrace bug")
 
-    hooks = runtime._torch_hooks()
-    monkeypatch.setattr(
-        runtime, "_torch_hooks", lambda: (hooks[0], hooks[1], broken_record_function, hooks[3])
-    )
+    runtime._bind()
+    monkeypatch.setattr(runtime, "_open_range", broken_record_function)
     decode = SGLangDecode()
     with caplog.at_level(logging.WARNING, logger="kerneltrace"), cpu_profile():
         outputs = [decode.decode_step(step) for step in range(len(reference_outputs))]
@@ -299,3 +297,31 @@ def test_range_model_wraps_layer_forward_and_quant_apply(loaded_plugin, cpu_prof
     ranges = _user_ranges(out)
     assert ranges.count(f"kt:fn:{qualname}.forward") == 3
     assert ranges.count("kt:fn:UnquantizedLinearMethod.apply") == 3
+
+
+def test_environment_chooses_the_sites(loaded_plugin, monkeypatch, tmp_path, sglang_root):
+    """KERNELTRACE_SITES (a `kerneltrace scan --json` file) and KERNELTRACE_MIN_RISK pick the ranges."""
+    import orjson
+
+    from tracer.static import scan
+
+    plugin = loaded_plugin
+    result = scan([sglang_root / BACKEND_FILE], cache_dir=False)
+    sites_file = tmp_path / "sites.json"
+    sites_file.write_bytes(orjson.dumps(result.to_dict()))
+    monkeypatch.setitem(plugin._state, "instrumentation", None)
+    monkeypatch.setenv("KERNELTRACE_SITE_RANGES", "0")
+    assert plugin._install_site_ranges() == "site ranges off"
+    monkeypatch.setenv("KERNELTRACE_SITE_RANGES", "1")
+    monkeypatch.setenv("KERNELTRACE_SITES", str(sites_file))
+    monkeypatch.setenv("KERNELTRACE_MIN_RISK", "50")
+    plugin._install_site_ranges()
+    instrumentation = plugin._state["instrumentation"]
+    try:
+        report = instrumentation.report
+        assert {(s.path, s.line) for s in report.placed} == {
+            (BACKEND_FILE, line) for line in (145, 146, *CAST_LINES)
+        }
+        assert all(s.risk >= 50 for s in report.placed)
+    finally:
+        instrumentation.uninstall()

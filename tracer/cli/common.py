@@ -18,7 +18,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def reports_input_errors(func: F) -> F:
-    """Turn an `InputError` into its one line on stderr and exit code 2 (never a traceback)."""
+    """Turn an `InputError` into its one line on stderr and exit code 2 (never a traceback).
+
+    An `OSError` that escaped the commands' own checks (a path too long for the OS, a permission
+    denied, a full disk) is the user's environment, not a bug: it gets the same one line.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -26,6 +30,10 @@ def reports_input_errors(func: F) -> F:
             return func(*args, **kwargs)
         except InputError as err:
             click.echo(f"kerneltrace: error: {err}", err=True)
+            sys.exit(EXIT_INPUT)
+        except OSError as err:
+            where = err.filename if err.filename is not None else "kerneltrace"
+            click.echo(f"kerneltrace: error: {InputError(where, err.strerror or str(err))}", err=True)
             sys.exit(EXIT_INPUT)
 
     return wrapper  # type: ignore[return-value]

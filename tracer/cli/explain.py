@@ -71,6 +71,15 @@ With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
     default=None,
     help="With a directory TRACE: only the per-rank traces whose name contains TEXT (e.g. DECODE).",
 )
+@click.option(
+    "--window",
+    metavar="START_MS:END_MS",
+    help="Explain only this time window (ms after the trace's first timestamp): events outside it are "
+    "dropped while parsing, so a trace bigger than memory can be explained piece by piece.",
+)
+@click.option(
+    "--steps", metavar="N-M", help="Explain only ProfilerStep#N..#M (or one step: N), dropped while parsing."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (shape below).")
 @click.option("--markdown", is_flag=True, help="Markdown for pasting into an issue.")
 @reports_input_errors
@@ -85,6 +94,8 @@ def command(
     peak_gbps: float | None,
     captures: tuple[Path, ...],
     ranks_match: str | None,
+    window: str | None,
+    steps: str | None,
     as_json: bool,
     markdown: bool,
 ) -> None:
@@ -95,7 +106,10 @@ def command(
     CUDA-graph replays are attributed to their capture-time lines when the capture was profiled (in
     TRACE or --capture). TRACE may be a directory of per-rank traces (SGLang's *-TP-<rank>*.trace.json.gz):
     each rank is explained in parallel, then combined, with a cross-rank consistency check.
+    A trace too big for this machine's memory is refused up front: --steps or --window explain part of it.
     """
+    from tracer.load.window import TraceWindow
+
     options = {
         "source": sources,
         "sites": sites,
@@ -104,6 +118,7 @@ def command(
         "step_range": step_range,
         "peak_gbps": peak_gbps,
         "capture": captures or None,
+        "window": TraceWindow.parse(window, steps),
     }
     if trace.is_dir():
         _explain_ranks(trace, options | {"select": ranks_match}, top, as_json, markdown)

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
+MAX_STEM = 160
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,13 @@ class TraceOptions:
     step_range: str | None = None
     peak_gbps: float | None = None
     capture: tuple[str, ...] = ()
+    window: str | None = None  # "START_MS:END_MS" (tracer.load.TraceWindow.parse)
+    steps: str | None = None  # "N-M": ProfilerStep#N..#M
+
+    def trace_window(self):  # -> tracer.load.TraceWindow | None; InputError for a malformed value
+        from tracer.load.window import TraceWindow
+
+        return TraceWindow.parse(self.window, self.steps)
 
 
 _OPTION_NAMES = tuple(TraceOptions.__dataclass_fields__)
@@ -67,10 +75,28 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(exists=True, dir_okay=False),
             help="Trace of the profiled CUDA-graph capture, when TRACE holds only the replays (repeatable).",
         ),
+        *window_options(),
     ]
     for decorator in reversed(decorators):
         collected = decorator(collected)
     return collected
+
+
+def window_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    """--window and --steps: load only part of a trace (one too big for memory, or one step)."""
+    return [
+        click.option(
+            "--window",
+            metavar="START_MS:END_MS",
+            help="Load only this time window (ms after the trace's first timestamp): events outside it "
+            "are dropped while parsing, so traces bigger than memory can be explained piece by piece.",
+        ),
+        click.option(
+            "--steps",
+            metavar="N-M",
+            help="Load only ProfilerStep#N..#M (or one step: N), dropped while parsing like --window.",
+        ),
+    ]
 
 
 def analyse(trace: str, options: TraceOptions):  # -> tracer.model.Analysis
@@ -86,6 +112,7 @@ def analyse(trace: str, options: TraceOptions):  # -> tracer.model.Analysis
         step_range=options.step_range,
         peak_gbps=options.peak_gbps,
         capture=options.capture or None,
+        window=options.trace_window(),
     )
 
 
@@ -95,5 +122,7 @@ def derived_output(trace: str, suffix: str, directory: str | Path = ".") -> Path
     for ending in (".gz", ".json", ".pt.trace"):
         if name.lower().endswith(ending):
             name = name[: -len(ending)]
-    stem = _UNSAFE_NAME.sub("_", name).strip("._") or "trace"
+    # Only [A-Za-z0-9._+-]: no separators, so the name cannot leave `directory`; short enough for
+    # any file system's 255-byte limit (a trace named by a generated id can be longer).
+    stem = _UNSAFE_NAME.sub("_", name).strip("._-")[:MAX_STEM] or "trace"
     return Path(directory) / f"{stem}{suffix}"

@@ -33,6 +33,7 @@ def analyse_ranks(directory: str | Path, options: TraceOptions, select: str | No
         step_range=options.step_range,
         peak_gbps=options.peak_gbps,
         capture=options.capture or None,
+        window=options.trace_window(),
     )
 
 

@@ -167,6 +167,11 @@ def _print_table(result, sites, top: int) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from tracer.render.escape import strip_control, terminal
+
+    def safe(text: str) -> Text:  # file names and code are untrusted: no escapes reach the terminal
+        return Text(strip_control(text))
+
     console = stdout_console()
     table = Table(title=f"Top {min(top, len(sites))} of {len(sites)} sites by risk", title_justify="left")
     for name, options in (
@@ -184,11 +189,11 @@ def _print_table(result, sites, top: int) -> None:
         table.add_row(
             str(rank),
             f"{site.risk:g}",
-            site.rule,
-            Text(site.location),
-            Text(site.function),
-            Text(_one_line(site.text, 70)),
-            Text(why),
+            safe(site.rule),
+            safe(site.location),
+            safe(site.function),
+            safe(_one_line(site.text, 70)),
+            safe(why),
         )
     if top:
         console.print(table)
@@ -200,6 +205,6 @@ def _print_table(result, sites, top: int) -> None:
     if result.skipped:
         errors = stderr_console()
         for item in result.skipped[:10]:
-            errors.print(f"skipped {item.path}: {item.reason}", markup=False)
+            errors.print(f"skipped {terminal(item.path)}: {terminal(item.reason)}")
         if len(result.skipped) > 10:
             errors.print(f"... and {len(result.skipped) - 10} more (see --json)")

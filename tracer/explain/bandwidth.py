@@ -274,11 +274,11 @@ def _cat_bytes(args: dict[str, Any], kernel: str) -> CallBytes | None:
 def _index_select_bytes(args: dict[str, Any]) -> CallBytes | None:
     dims_list = args.get("Input Dims") or []
     types = args.get("Input type") or []
-    if len(dims_list) < 3 or (size := type_size(types[0])) is None:
+    if len(dims_list) < 3 or not types or (size := type_size(types[0])) is None:
         return None
     source, index = dims_list[0], dims_list[2]
     k = numel(index)
-    if not source or k is None:
+    if not source or k is None or numel(source) is None:
         return None
     dim = _int_arg(args, 1, default=0)
     rest = math.prod(d for i, d in enumerate(source) if i != dim % len(source))
@@ -288,12 +288,12 @@ def _index_select_bytes(args: dict[str, Any]) -> CallBytes | None:
 def _gather_bytes(op: str, args: dict[str, Any]) -> CallBytes | None:
     dims_list = args.get("Input Dims") or []
     types = args.get("Input type") or []
-    if len(dims_list) < 2 or (size := type_size(types[0])) is None:
+    if len(dims_list) < 2 or not types or (size := type_size(types[0])) is None:
         return None
     if op == "aten::embedding":
         weight, indices = dims_list[0], dims_list[1]
         count = numel(indices)
-        if count is None or not weight:
+        if count is None or not weight or numel(weight) is None:
             return None
         row = math.prod(weight[1:])
         return CallBytes(count * row * size * 2 + count * 8, BASIS_SHAPES)

@@ -218,7 +218,8 @@ def explain_ranks(
 
     `select`: only traces whose file name contains it. `explain_kwargs` go to
     `tracer.api.explain_loaded` for every rank (source, sites, layers, config, step_range,
-    peak_gbps); a rank's capture traces are passed as ``capture`` unless given.
+    peak_gbps), but ``window`` goes to `load_trace`; a rank's capture traces are passed as ``capture``
+    unless given.
     """
     found = find_rank_traces(directory, select)
     notes: list[str] = []
@@ -267,8 +268,8 @@ def _explain_rank(path: str, captures: list[str], explain_kwargs: dict[str, Any]
     from tracer.api import explain_loaded
     from tracer.load import load_trace
 
-    trace = load_trace(path)
     kwargs = dict(explain_kwargs)
+    trace = load_trace(path, kwargs.pop("window", None))
     if captures and kwargs.get("capture") is None:
         kwargs["capture"] = captures
     analysis = explain_loaded(trace, **kwargs)

@@ -134,7 +134,8 @@ def _kept_rows(tree: OpTree, row: int) -> int | None:
         if name == "aten::narrow":
             return end  # narrow(self, dim, start, length)
         if start is not None and end is not None:
-            return max(0, min(end, dims[0][0] if dims and dims[0] else end) - start)
+            rows = dims[0][0] if dims and dims[0] and isinstance(dims[0][0], int) else end
+            return max(0, min(end, rows) - start)
         return None
     if name in ("aten::gather", "aten::take", "aten::embedding"):
         index = dims[2] if name == "aten::gather" and len(dims) > 2 else dims[1] if len(dims) > 1 else None

@@ -82,8 +82,8 @@ class SiteRangeLoader(importlib.machinery.SourceFileLoader):
         try:
             result = rewrite_module(source, self.sites, self.path)
             code = result.compile(self.path)
-        except (SyntaxError, ValueError) as err:
-            self.report.failed.append(f"{fullname}: {err}")
+        except Exception as err:  # never break an import: the module loads without its ranges
+            self.report.failed.append(f"{fullname}: {type(err).__name__}: {err}")
             return super().get_code(fullname)  # type: ignore[return-value]
         self.report.add(result)
         self.report.imported.append(fullname)
@@ -154,7 +154,10 @@ def patch_loaded_modules(
     new_codes: dict[str, dict[tuple[str, int], CodeType]] = {}
     sources = [(m, getattr(m, "__file__", None)) for m in modules]
     sources = [(m, f) for m, f in sources if isinstance(f, str) and f.endswith(".py")]
-    plan.prefetch((f, m.__name__) for m, f in sources)
+    try:
+        plan.prefetch((f, m.__name__) for m, f in sources)
+    except Exception:  # each file is then scanned on its own below, failures reported per module
+        logger.debug("kerneltrace: batch scan failed; scanning module by module", exc_info=True)
     for module, filename in sources:
         try:
             sites = plan.sites_for_file(filename, module.__name__)

@@ -76,18 +76,12 @@ class SitePlan:
             self._by_basename[site.path.rsplit("/", 1)[-1]].append(site)
         self._scanned: dict[str, list[Site]] = {}
 
-    @property
-    def fixed_basenames(self) -> frozenset[str]:
-        return frozenset(self._by_basename)
-
     def may_hold(self, module_name: str) -> bool:
         """Cheap test on a module's name before anyone looks for its file."""
         if self._in_scan_modules(module_name):
             return True
         last = module_name.rsplit(".", 1)[-1]
-        return f"{last}.py" in self._by_basename or (
-            "__init__.py" in self._by_basename and "." in module_name
-        )
+        return f"{last}.py" in self._by_basename or "__init__.py" in self._by_basename
 
     def sites_for_file(self, filename: str, module_name: str | None = None) -> list[Site]:
         """The selected sites in the source file `filename` (absolute path)."""

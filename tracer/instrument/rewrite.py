@@ -73,8 +73,8 @@ class RewriteResult:
     tree: ast.Module
     placed: tuple[Site, ...]
     skipped: tuple[SkippedSite, ...]
-    # Sites whose statement holds another placed site too: their ranges nest around the same statement,
-    # so the innermost (last listed) one also encloses the other sites' ops.
+    # Statements holding several sites: one range, named after the first site listed (the riskiest);
+    # every op of the statement is inside it, so the trace names the line, and that site.
     shared: tuple[tuple[Site, ...], ...] = field(default=())
 
     def compile(self, filename: str) -> CodeType:
@@ -184,29 +184,29 @@ class _RangePlacer(ast.NodeTransformer):
         if not sites:
             return stmt
         self.placed.extend(sites)
+        # One range per statement: nested ranges around one statement would all enclose the same ops
+        # (the join reads the innermost), so the extra ones would only cost. It names the riskiest.
+        named = max(sites, key=lambda s: (s.risk, s.launches_kernel, -s.line, -s.col))
         if len(sites) > 1:
-            self.shared.append(tuple(sites))
-        return _with_ranges(stmt, [site_range_name(site) for site in sites])
+            self.shared.append((named, *(s for s in sites if s is not named)))
+        return _with_range(stmt, site_range_name(named))
 
 
-def _with_ranges(stmt: ast.stmt, names: list[str]) -> ast.With:
-    """``with __kt_range__(name1), ...: stmt``, every new node placed exactly on `stmt`."""
+def _with_range(stmt: ast.stmt, name: str) -> ast.With:
+    """``with __kt_range__(name): stmt``, every new node placed exactly on `stmt`."""
     where = {
         "lineno": stmt.lineno,
         "col_offset": stmt.col_offset,
         "end_lineno": stmt.end_lineno,
         "end_col_offset": stmt.end_col_offset,
     }
-    items = []
-    for name in names:
-        call = ast.Call(
-            func=ast.Name(id=HELPER_NAME, ctx=ast.Load(), **where),
-            args=[ast.Constant(value=name, **where)],
-            keywords=[],
-            **where,
-        )
-        items.append(ast.withitem(context_expr=call, optional_vars=None))
-    return ast.With(items=items, body=[stmt], **where)
+    call = ast.Call(
+        func=ast.Name(id=HELPER_NAME, ctx=ast.Load(), **where),
+        args=[ast.Constant(value=name, **where)],
+        keywords=[],
+        **where,
+    )
+    return ast.With(items=[ast.withitem(context_expr=call, optional_vars=None)], body=[stmt], **where)
 
 
 def _is_compiled(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

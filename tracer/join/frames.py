@@ -8,7 +8,8 @@ from functools import lru_cache
 
 from tracer.model.origin import Frame
 
-_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<function>.*)$")
+# Line numbers: ASCII digits, at most 9 (int() refuses over 4,300 digits; no file has 10**9 lines).
+_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>[0-9]{1,9})\): (?P<function>.*)$")
 _BUILTIN = re.compile(r"^<built-in (?:method|function) (?P<name>[\w.]+)(?: of (?P<owner>.*?))?>$")
 _STDLIB = frozenset(sys.stdlib_module_names)
 BUILTIN_FILE = "<built-in>"
@@ -68,7 +69,8 @@ def parse_call_from(text: object) -> tuple[str, int] | None:
     if not isinstance(text, str):
         return None
     file, _, line = text.rpartition(":")
-    return (file, int(line)) if file and line.isdigit() else None
+    # isdigit() alone accepts "²" (int() does not) and any length (int() refuses over 4,300 digits).
+    return (file, int(line)) if file and line.isascii() and line.isdigit() and len(line) <= 9 else None
 
 
 def same_file(a: str, b: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tracer.join.replay_capture import Capture, gpu_kind
 from tracer.model.events import EventTable
@@ -158,6 +159,7 @@ _OP_FAMILIES = {
 }
 
 
+@lru_cache(maxsize=4096)  # once per distinct name, not per launch: names can be long
 def _kernel_family(name: str) -> str | None:
     return next((family for family, pattern in _KERNEL_FAMILIES if pattern.search(name)), None)
 

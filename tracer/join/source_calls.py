@@ -14,7 +14,7 @@ import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from tracer.join.source_lines import SourceLines
+from tracer.join.source_lines import SourceLines, read_source_text
 
 # Python operators and the aten op each runs on tensors (the profiler's name for it).
 BINARY_OPS: dict[type, str] = {
@@ -103,10 +103,15 @@ class SourceCalls:
         path = self.source.find(file)
         if path is None:
             return None
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-        except (SyntaxError, ValueError, OSError):
+        text = read_source_text(path)
+        if text is None:
             return None
+        try:
+            return self._functions_of(ast.parse(text))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # nested too deeply for the parser
+            return None
+
+    def _functions_of(self, tree: ast.Module) -> dict[int, FunctionCalls]:
         functions: dict[int, FunctionCalls] = {}
         for owner in ast.walk(tree):
             methods = _method_names(owner) if isinstance(owner, ast.ClassDef) else frozenset()

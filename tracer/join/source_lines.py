@@ -2,8 +2,42 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
+
+MAX_SOURCE_BYTES = 8 << 20  # the scanner's limit too: a bigger "source file" is data, not code
+
+
+def read_source_text(path: Path) -> str | None:
+    """The text of a source file a trace names, or None: only a regular file, at most
+    `MAX_SOURCE_BYTES` (a trace could name a FIFO, which would block, or a huge file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SOURCE_BYTES:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(MAX_SOURCE_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SOURCE_BYTES:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _is_file(path: Path) -> bool:
+    """`Path.is_file` for a name a trace made up: too long for the OS, or holding a NUL, is no file."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 class SourceLines:
@@ -26,8 +60,10 @@ class SourceLines:
         if file.startswith("<") or not file.endswith(".py"):
             return None
         path = Path(file)
+        if ".." in path.parts:  # a trace is untrusted: its names never climb out of a source root
+            return None
         if path.is_absolute():
-            if path.is_file() and (not self.roots or any(path.is_relative_to(r) for r in self.roots)):
+            if _is_file(path) and (not self.roots or any(path.is_relative_to(r) for r in self.roots)):
                 return path
             parts = path.parts[1:]
         else:
@@ -38,9 +74,9 @@ class SourceLines:
             tail = Path(*parts[start:])
             for root in self.roots:
                 candidate = root / tail
-                if candidate.is_file():
+                if _is_file(candidate):
                     return candidate
-                if tail.parts[0] == root.name and (root.parent / tail).is_file():
+                if tail.parts[0] == root.name and _is_file(root.parent / tail):
                     return root.parent / tail  # the root is the package the trace names: --source sglang/
         return None
 
@@ -51,10 +87,8 @@ class SourceLines:
             return None
         lines = self._lines.get(path)
         if lines is None and path not in self._lines:
-            try:
-                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                lines = None
+            text = read_source_text(path)
+            lines = text.splitlines() if text is not None else None
             self._lines[path] = lines
         if not lines or not 1 <= line <= len(lines):
             return None

@@ -11,34 +11,47 @@ import orjson
 from tracer.errors import InputError
 from tracer.load.chunks import Unchunkable, parse_in_chunks
 from tracer.load.columns import EventTableBuilder
+from tracer.load.memory import check_memory, json_size
 from tracer.load.meta import trace_meta
-from tracer.load.parallel import parse_in_workers, worker_count
-from tracer.load.source import is_gzip, read_blocks
-from tracer.model.events import Cat, Trace
+from tracer.load.parallel import _INT_COLUMNS, parse_in_workers, worker_count
+from tracer.load.source import check_readable, is_gzip, read_blocks
+from tracer.load.window import TraceWindow, resolve_window
+from tracer.model.events import Cat, EventTable, Trace
 
-__all__ = ["load_trace"]
+__all__ = ["TraceWindow", "load_trace"]
 
 
-def load_trace(path: str | Path) -> Trace:
+def load_trace(path: str | Path, window: TraceWindow | None = None) -> Trace:
     """Parse the trace at `path` once into `Trace` (columns + metadata + notes).
 
-    Raises `InputError` (one line) for a missing, truncated, non-JSON or non-trace file, or a trace
-    with no duration events. A trace without GPU events loads, with a note.
+    `window`: load only that part (a time span or ProfilerStep#N..M); events outside it are dropped
+    while parsing, so a trace too big for memory can still be explained piece by piece.
+
+    Raises `InputError` (one line) for a missing, truncated, non-JSON or non-trace file, a trace with
+    no duration events, or one that would not fit in the memory available (saying how to proceed).
+    A trace without GPU events loads, with a note.
     """
     path = Path(path)
+    check_readable(path)  # before anything opens it: a FIFO would block the size probe below
+    size = json_size(path, is_gzip(path))
+    bounds = resolve_window(path, window) if window is not None else None
+    if bounds is None:
+        check_memory(path, size)
+    else:
+        check_memory(path, size, share=bounds.share, window_label=bounds.label)
     notes: list[str] = []
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the parse allocates millions of small objects, none of them cyclic
     try:
-        builder = EventTableBuilder()
+        builder = EventTableBuilder(bounds)
         try:
-            workers = worker_count(_uncompressed_estimate(path))
+            workers = worker_count(int(size * bounds.share) if bounds else size)
             if workers > 1:
                 top = parse_in_workers(read_blocks(path, notes), builder, workers)
             else:
                 top = parse_in_chunks(read_blocks(path, notes), builder.add_events)
         except Unchunkable:
-            builder = EventTableBuilder()
+            builder = EventTableBuilder(bounds)
             notes.clear()
             top = _parse_whole(path, builder, notes)
         trace = _finish(path, top, builder, notes)
@@ -49,14 +62,6 @@ def load_trace(path: str | Path) -> Trace:
         if gc_was_enabled:
             gc.enable()
     return trace
-
-
-def _uncompressed_estimate(path: Path) -> int:
-    try:
-        size = path.stat().st_size
-        return size * 10 if is_gzip(path) else size  # Kineto JSON compresses about 10:1
-    except OSError:
-        return 0  # read_blocks reports the problem
 
 
 def _parse_whole(path: Path, builder: EventTableBuilder, notes: list[str]) -> dict[str, Any]:
@@ -80,6 +85,15 @@ def _parse_whole(path: Path, builder: EventTableBuilder, notes: list[str]) -> di
 
 def _finish(path: Path, top: dict[str, Any], builder: EventTableBuilder, notes: list[str]) -> Trace:
     table = builder.table
+    if builder.bounds is not None:
+        table, unlaunched = _without_unlaunched(table)
+        kept = len(table)
+        notes.append(
+            f"loaded only {builder.bounds.label}: {kept} duration events kept, "
+            f"{builder.outside_window + unlaunched} outside it left out"
+        )
+        if kept == 0:
+            raise InputError(path, f"no duration events in {builder.bounds.label}")
     if len(table) == 0:
         raise InputError(path, 'profiler trace with no duration events ("ph": "X"): nothing to analyse')
     cats = set(table.cat)
@@ -90,10 +104,36 @@ def _finish(path: Path, top: dict[str, Any], builder: EventTableBuilder, notes: 
     if meta.with_stack and not has_python:
         notes.append("with_stack is set but the trace has no python_function events")
     if builder.skipped_no_ts:
-        notes.append(f"skipped {builder.skipped_no_ts} duration events without a timestamp")
+        notes.append(
+            f"skipped {builder.skipped_no_ts} duration events without a usable timestamp "
+            "(missing, not a number, or out of range)"
+        )
+    if builder.malformed:
+        notes.append(f"{builder.malformed} events had fields of the wrong type or range: read as absent")
     trace = Trace(meta=meta, events=table, notes=notes)
     trace.fwdbwd.update(_bind_fwdbwd(table, builder.fwdbwd_points))
     return trace
+
+
+def _without_unlaunched(table: EventTable) -> tuple[EventTable, int]:
+    """A windowed table without the GPU work whose launch fell outside the window (kernels of the
+    steps before it that ran late, and of the steps after it that the GPU tail caught)."""
+    launches = {
+        table.correlation[row] for row, cat in enumerate(table.cat) if cat == Cat.RUNTIME or cat == Cat.DRIVER
+    }
+    gpu_work = (Cat.KERNEL, Cat.MEMCPY, Cat.MEMSET)
+    keep = [
+        row for row, cat in enumerate(table.cat) if cat not in gpu_work or table.correlation[row] in launches
+    ]
+    if len(keep) == len(table):
+        return table, 0
+    out = EventTable()
+    for name in _INT_COLUMNS:
+        column = getattr(table, name)
+        getattr(out, name).extend(column[row] for row in keep)
+    out.name.extend(table.name[row] for row in keep)
+    out.args.extend(table.args[row] for row in keep)
+    return out, len(table) - len(keep)
 
 
 def _bind_fwdbwd(table: Any, points: list[tuple[str, int, int, int, int]]) -> dict[int, int]:

@@ -82,7 +82,10 @@ class EventChunks:
         header.update(document)
         self.top = header
         if last:
-            yield orjson.dumps(last)
+            try:
+                yield orjson.dumps(last)
+            except orjson.JSONEncodeError:  # deeper than orjson writes (it reads deeper than it writes)
+                raise Unchunkable("an event nests too deeply to re-chunk") from None
 
 
 def _read_header(stream: Iterator[bytes]) -> tuple[bytes, dict[str, Any]]:

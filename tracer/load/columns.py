@@ -5,11 +5,19 @@ from __future__ import annotations
 import re
 import sys
 import zlib
+from array import array
 from typing import Any
 
 import orjson
 
+from tracer.load.args import INT64_MAX, INT64_MIN, clean_args
+from tracer.load.window import WindowBounds
 from tracer.model.events import CATEGORY_NAMES, NONE, Cat, EventTable
+
+# Real kernel names reach ~1,300 characters (CUTLASS templates a few thousand); longer is not a name.
+MAX_NAME_CHARS = 16_384
+# |ts| and dur beyond this (about 36 years in ns) are corrupt; the bound keeps ts + dur in int64.
+TIME_LIMIT_NS = 1 << 60
 
 # Categories by their spelling in any torch version (old traces capitalise, some say "Runtime").
 CATEGORIES: dict[str, Cat] = {
@@ -50,11 +58,14 @@ def frame_name(raw: str) -> str:
 class EventTableBuilder:
     """Accumulates rows chunk by chunk; flows and odd ids are kept aside for `finish`."""
 
-    def __init__(self) -> None:
+    def __init__(self, bounds: WindowBounds | None = None) -> None:
         self.table = EventTable()
+        self.bounds = bounds  # load only this window (tracer.load.window); None: everything
+        self.outside_window = 0
         self.fwdbwd_points: list[tuple[str, int, int, int, int]] = []  # (ph, id, pid, tid, ts_ns)
         self.string_ids: dict[str, int] = {}  # string pids/tids ("Spans") -> negative ints
-        self.skipped_no_ts = 0
+        self.skipped_no_ts = 0  # duration events without a usable ts (missing, not a number, out of range)
+        self.malformed = 0  # events with a field of the wrong type, read as absent
         self.call_from = False
         self._names: dict[str, str] = {}
         self._args: dict[bytes, dict[str, Any]] = {}
@@ -68,24 +79,39 @@ class EventTableBuilder:
         categories, names, kept_args = CATEGORIES, self._names, KEPT_ARGS
         python = Cat.PYTHON_FUNCTION
         trimmed = self._trimmed
+        bounds = self.bounds
         for index, event in enumerate(events, first_index):
-            try:
-                phase = event["ph"]
-            except (KeyError, TypeError, IndexError):
+            if event.__class__ is not dict:
                 continue
+            phase = event.get("ph")
             if phase != "X":
                 if (phase == "s" or phase == "f") and event.get("cat") == "fwdbwd":
                     self._add_flow_point(event)
                 continue
-            cat = categories.get(event.get("cat"))
+            cat_name = event.get("cat")
+            cat = categories.get(cat_name) if cat_name.__class__ is str else None
             if cat is None:
                 continue
+            ts = event.get("ts")
+            dur = event.get("dur")
+            if ts.__class__ is not float and ts.__class__ is not int:
+                self.skipped_no_ts += 1  # no ts, or not a number: nothing to place in time
+                continue
             try:
-                ts_ns = round(event["ts"] * 1000)
-                dur = event.get("dur")
-                dur_ns = round(dur * 1000) if dur else 0
-            except (KeyError, TypeError):  # no ts, or not a number: nothing to place in time
+                ts_ns = round(ts * 1000)
+                dur_ns = round(dur * 1000) if dur.__class__ is float or dur.__class__ is int else 0
+            except (OverflowError, ValueError):  # inf or NaN (orjson rejects both; other parsers may not)
                 self.skipped_no_ts += 1
+                continue
+            if not (-TIME_LIMIT_NS < ts_ns < TIME_LIMIT_NS and 0 <= dur_ns < TIME_LIMIT_NS):
+                if dur_ns < 0 and -TIME_LIMIT_NS < ts_ns < TIME_LIMIT_NS:
+                    dur_ns = 0  # an end before the start: keep the event as an instant
+                    self.malformed += 1
+                else:
+                    self.skipped_no_ts += 1
+                    continue
+            if bounds is not None and not _in_window(bounds, cat, ts_ns, dur_ns):
+                self.outside_window += 1
                 continue
             pid = event.get("pid")
             tid = event.get("tid")
@@ -100,6 +126,10 @@ class EventTableBuilder:
             ext = corr = py_id = py_parent = NONE
             kept = None
             args = event.get("args")
+            if args.__class__ is not dict:
+                if args is not None:
+                    self.malformed += 1  # args as a list, string or number: read as no args
+                args = None
             if args:
                 if cat is python:
                     py_id = args.get("Python id", NONE)
@@ -132,14 +162,50 @@ class EventTableBuilder:
             table.cat, table.name, table.pid, table.tid, table.ts_ns, table.dur_ns,
             table.ext_id, table.correlation, table.py_id, table.py_parent, table.raw_index, table.args,
         )  # fmt: skip
-        for column, values in zip(columns, zip(*rows)):
+        try:
+            # Built apart first so that an id beyond 64 bits fails before any column has grown.
+            built = [
+                array(column.typecode, values) if isinstance(column, array) else values
+                for column, values in zip(columns, zip(*rows))
+            ]
+        except OverflowError:
+            rows = [self._in_range(row) for row in rows]
+            built = [
+                array(column.typecode, values) if isinstance(column, array) else values
+                for column, values in zip(columns, zip(*rows))
+            ]
+        for column, values in zip(columns, built):
             column.extend(values)
+
+    def _in_range(self, row: tuple) -> tuple:
+        """A row whose ids fit the int64 columns: pids/tids beyond 64 bits become string-like ids,
+        other ids beyond 64 bits become unknown."""
+        cat, name, pid, tid, ts_ns, dur_ns, ext, corr, py_id, py_parent, index, kept = row
+        ids = [ext, corr, py_id, py_parent]
+        if any(not INT64_MIN <= value <= INT64_MAX for value in ids):
+            self.malformed += 1
+            ext, corr, py_id, py_parent = (v if INT64_MIN <= v <= INT64_MAX else NONE for v in ids)
+        pid, tid = (v if INT64_MIN <= v <= INT64_MAX else self._int_id(str(v)) for v in (pid, tid))
+        return (cat, name, pid, tid, ts_ns, dur_ns, ext, corr, py_id, py_parent, index, kept)
 
     def _trimmed(self, args: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
         kept = {key: args[key] for key in keys if key in args}
         if not kept:
             return None
-        return self.intern_args(kept, orjson.dumps(kept))
+        try:
+            key = orjson.dumps(kept)
+        except orjson.JSONEncodeError:  # nested deeper than orjson writes, or an int beyond 64 bits
+            self.malformed += 1
+            kept = clean_args(kept)
+            key = orjson.dumps(kept)
+        shared = self._args.get(key)
+        if shared is None:
+            # Checked once per distinct args: later stages may rely on the types (see tracer.load.args).
+            cleaned = clean_args(kept)
+            if cleaned != kept:
+                self.malformed += 1
+            shared = self._args[key] = cleaned
+        return shared or None
 
     def intern_args(self, kept: dict[str, Any], key: bytes) -> dict[str, Any]:
         """Identical args (same shapes in every layer and step) share one dict: read-only."""
@@ -149,28 +215,50 @@ class EventTableBuilder:
         return shared
 
     def intern_name(self, raw_name: Any) -> str:
-        text = raw_name if raw_name.__class__ is str else str(raw_name)
+        # A name that is not a string (a number, or a nested list whose str() could recurse without
+        # bound) is shown as text only when it is a plain scalar.
+        if raw_name.__class__ is str:
+            text = raw_name
+        elif raw_name.__class__ in (int, float, bool):
+            text = str(raw_name)
+        else:
+            text = ""
         name = self._names.get(text)
         if name is None:
-            name = self._names[text] = sys.intern(frame_name(text))
+            shown = text
+            if len(shown) > MAX_NAME_CHARS:  # every later regex and label would pay for the rest
+                keep = MAX_NAME_CHARS - 40  # room for the marker: a cut name is not cut again
+                shown = f"{shown[:keep]}…[{len(text) - keep} more characters]"
+                self.malformed += 1
+            name = self._names[text] = sys.intern(frame_name(shown))
         return name
 
     def _int_id(self, value: Any) -> int:
-        if isinstance(value, float) and value.is_integer():
+        if value.__class__ is float and value.is_integer() and abs(value) < 2**62:
             return int(value)
-        text = str(value)
-        if text.lstrip("-").isdigit():
+        if value.__class__ is str or value.__class__ is int:
+            text = str(value)
+        elif value is None or value.__class__ in (float, bool):
+            text = repr(value)
+        else:  # an object or list as a pid: one id per type (its text could be huge or recurse)
+            text = f"<{type(value).__name__}>"
+        digits = text.removeprefix("-")
+        if digits.isascii() and digits.isdigit() and len(digits) < 19:
             return int(text)
         known = self.string_ids.get(text)
         if known is None:
             # Derived from the text alone, so that chunks loaded in separate processes agree.
-            known = self.string_ids[text] = -1000 - zlib.crc32(text.encode())
+            known = self.string_ids[text] = -1000 - zlib.crc32(text.encode("utf-8", "surrogatepass"))
         return known
 
     def _add_flow_point(self, event: dict[str, Any]) -> None:
         ts = event.get("ts")
         flow_id = _as_int(event.get("id"))
-        if ts is None or flow_id == NONE:
+        if (ts.__class__ is not int and ts.__class__ is not float) or flow_id == NONE:
+            return
+        if not -TIME_LIMIT_NS < ts * 1000 < TIME_LIMIT_NS:  # also false for NaN
+            return
+        if self.bounds is not None and not self.bounds.keeps_cpu(round(ts * 1000), 0):
             return
         pid, tid = event.get("pid"), event.get("tid")
         pid = pid if pid.__class__ is int else self._int_id(pid)
@@ -178,10 +266,27 @@ class EventTableBuilder:
         self.fwdbwd_points.append((event["ph"], flow_id, pid, tid, round(ts * 1000)))
 
 
+_GPU_WORK = (Cat.KERNEL, Cat.MEMCPY, Cat.MEMSET)
+
+
+def _in_window(bounds: WindowBounds, cat: Cat, ts_ns: int, dur_ns: int) -> bool:
+    """CPU events overlapping the window; GPU work starting in it or its tail (kept for now: the
+    loader drops those whose launch fell outside); GPU annotations starting in the window."""
+    if cat in _GPU_WORK:
+        return bounds.keeps_gpu(ts_ns)
+    if cat is Cat.GPU_ANNOTATION:
+        return bounds.start_ns <= ts_ns < bounds.end_ns
+    return bounds.keeps_cpu(ts_ns, dur_ns)
+
+
 def _as_int(value: Any) -> int:
-    if value is None:
+    """An id as an int: numbers and digit strings; anything else (or beyond 64 bits) is NONE."""
+    if value is None or value.__class__ is bool:
+        return NONE
+    if value.__class__ is str and not (len(value) < 24 and value.strip().lstrip("-").isdigit()):
         return NONE
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
         return NONE
+    return number if INT64_MIN <= number <= INT64_MAX else NONE

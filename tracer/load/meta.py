@@ -27,8 +27,13 @@ def trace_meta(path: Path, top: dict[str, Any], *, has_python: bool, has_call_fr
         world_size=_int_or_none(distributed.get("world_size")),
         has_call_from=has_call_from,
         schema_version=_int_or_none(top.get("schemaVersion")),
-        trace_name=str(top["traceName"]) if top.get("traceName") is not None else None,
+        trace_name=_text_or_none(top.get("traceName")),
     )
+
+
+def _text_or_none(value: Any) -> str | None:
+    # str() of a deeply nested list or dict could recurse past Python's limit: only scalars are names.
+    return str(value) if isinstance(value, (str, int, float)) else None
 
 
 def _flag(value: Any) -> bool | None:
@@ -40,7 +45,11 @@ def _flag(value: Any) -> bool | None:
 
 
 def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
+    """An int within 64 bits from a number or digit string; None for anything else (inf, lists, ...)."""
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and len(value) > 24):
         return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if -(1 << 63) <= number < (1 << 63) else None

@@ -21,6 +21,7 @@ import orjson
 
 from tracer.load.chunks import EventChunks, Unchunkable
 from tracer.load.columns import EventTableBuilder
+from tracer.load.window import WindowBounds
 
 PARALLEL_MIN_BYTES = 48 << 20  # below this, starting workers costs more than it saves
 _INT_COLUMNS = (
@@ -68,16 +69,18 @@ class ChunkColumns:
     string_ids: dict[str, int]
     skipped_no_ts: int
     call_from: bool
+    malformed: int = 0
+    outside_window: int = 0
 
 
-def parse_chunk(raw: bytes) -> ChunkColumns:
+def parse_chunk(raw: bytes, bounds: WindowBounds | None = None) -> ChunkColumns:
     """Worker side: parse one raw JSON array of events into `ChunkColumns` (raw_index from 0)."""
     try:
         events = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
         raise Unchunkable(str(err)) from None
     del raw
-    builder = EventTableBuilder()
+    builder = EventTableBuilder(bounds)
     builder.add_events(events, 0)
     count = len(events)
     del events
@@ -103,6 +106,8 @@ def parse_chunk(raw: bytes) -> ChunkColumns:
         string_ids=builder.string_ids,
         skipped_no_ts=builder.skipped_no_ts,
         call_from=builder.call_from,
+        malformed=builder.malformed,
+        outside_window=builder.outside_window,
     )
 
 
@@ -114,7 +119,7 @@ def parse_in_workers(blocks: Iterable[bytes], builder: EventTableBuilder, worker
     first_index = 0
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         for raw in chunks:
-            pending.append(pool.submit(parse_chunk, raw))
+            pending.append(pool.submit(parse_chunk, raw, builder.bounds))
             del raw
             # A bounded window: at most two chunks queued per worker, so memory stays flat.
             while len(pending) > 2 * workers:
@@ -142,6 +147,8 @@ def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> 
     builder.fwdbwd_points.extend(chunk.fwdbwd_points)
     builder.string_ids.update(chunk.string_ids)
     builder.skipped_no_ts += chunk.skipped_no_ts
+    builder.malformed += chunk.malformed
+    builder.outside_window += chunk.outside_window
     builder.call_from = builder.call_from or chunk.call_from
     return first_index + chunk.events
 

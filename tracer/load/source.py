@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +14,18 @@ BLOCK_BYTES = 8 << 20  # read and decompress this much at a time: bounds the loa
 
 
 def check_readable(path: Path) -> None:
-    if not path.exists():
-        raise InputError(path, "no such file")
-    if path.is_dir():
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except (OSError, ValueError) as err:  # name too long, a loop of symlinks, no permission, a NUL
+        raise InputError(path, f"cannot read: {getattr(err, 'strerror', None) or err}") from None
+    if stat.S_ISDIR(info.st_mode):
         raise InputError(path, "is a directory, not a trace file")
-    if path.stat().st_size == 0:
+    if not stat.S_ISREG(info.st_mode):
+        # A FIFO or device would block or never end; decompress it to a file first.
+        raise InputError(path, "not a regular file (a FIFO, device or socket): save the trace to a file")
+    if info.st_size == 0:
         raise InputError(path, "empty file, not a profiler trace")
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 from tracer import __version__
 from tracer.model.site import Site
+from tracer.render.escape import strip_control
 from tracer.static.rules import Rule
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -41,8 +43,8 @@ def sarif_log(sites: Sequence[Site], rules: Sequence[Rule], *, skipped: Sequence
                 "toolExecutionNotifications": [
                     {
                         "level": "note",
-                        "message": {"text": f"skipped: {s.reason}"},
-                        "locations": [{"physicalLocation": {"artifactLocation": {"uri": s.path}}}],
+                        "message": {"text": f"skipped: {strip_control(s.reason)}"},
+                        "locations": [{"physicalLocation": {"artifactLocation": {"uri": file_uri(s.path)}}}],
                     }
                     for s in skipped
                 ],
@@ -97,11 +99,12 @@ def _result(site: Site, index: dict[str, int]) -> dict[str, Any]:
         "level": "warning" if site.risk >= WARNING_RISK else "note",
         "rank": round(site.risk, 1),
         "message": {
-            "text": f"{site.kind} `{_one_line(site.text)}` in {site.function} (risk {site.risk:g}): {reasons}"
+            "text": f"{site.kind} `{_one_line(site.text)}` in {strip_control(site.function)} "
+            f"(risk {site.risk:g}): {reasons}"
         },
         "locations": [
             {
-                "physicalLocation": {"artifactLocation": {"uri": site.path}, "region": region},
+                "physicalLocation": {"artifactLocation": {"uri": file_uri(site.path)}, "region": region},
                 "logicalLocations": [{"fullyQualifiedName": site.function, "kind": "function"}],
             }
         ],
@@ -118,6 +121,13 @@ def _result(site: Site, index: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def file_uri(path: str) -> str:
+    """A site's path as a SARIF relative URI reference: ``#``, ``%``, ``?``, spaces and control
+    characters in a file name are percent-encoded instead of read as a fragment or query."""
+    return quote(path, safe="/")
+
+
 def _one_line(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
+    # Code is untrusted text (string literals may hold ESC or bidi overrides: "Trojan Source").
+    flat = " ".join(strip_control(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -17,8 +17,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-# rules/ beside the tracer package (a source checkout); an installed wheel would carry them too.
-BUILTIN_RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
+
+def _builtin_rules_dir() -> Path:
+    """rules/ beside the tracer package in a checkout; `<prefix>/share/kerneltrace/rules` once installed."""
+    checkout = Path(__file__).resolve().parents[2] / "rules"
+    if checkout.is_dir():
+        return checkout
+    return Path(sys.prefix) / "share" / "kerneltrace" / "rules"
+
+
+BUILTIN_RULES_DIR = _builtin_rules_dir()
 
 # What a factor's pattern is tested on; "each_arg" fires when any one argument's text matches.
 FACTOR_INPUTS = (

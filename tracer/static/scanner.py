@@ -6,6 +6,7 @@ import ast
 import multiprocessing
 import os
 import sqlite3
+import stat
 import threading
 import time
 import tokenize
@@ -26,6 +27,7 @@ from tracer.static.rules import RuleSet, load_rule_set
 MAX_FILE_BYTES = 8 * 1024 * 1024  # generated tables and vendored blobs: not code worth mapping
 _IN_PROCESS_BYTES = 1_500_000  # below this much uncached source, workers cost more than they save
 _CHUNK_BYTES = 400_000
+NESTED_TOO_DEEP = "cannot parse: nested too deeply for Python's parser"
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,38 @@ def decode_source(source: bytes) -> str:
         ) from None
 
 
+def read_source(path: Path) -> bytes | str:
+    """A file's bytes, or the one-line reason it is not read.
+
+    Only regular files are read, and at most `MAX_FILE_BYTES`: a FIFO named ``.py`` would block the
+    scan forever and ``/dev/zero`` behind a symlink would never end. The file is opened non-blocking
+    and checked through its descriptor, so swapping it between a check and the read changes nothing.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        return f"cannot read: {err.strerror or err}"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file (a FIFO, device or socket named .py)"
+        if info.st_size > MAX_FILE_BYTES:
+            return _too_large(info.st_size)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        return f"cannot read: {err.strerror or err}"
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:  # grew after the size check
+        return _too_large(len(data))
+    return data
+
+
+def _too_large(size: int) -> str:
+    return f"too large to scan ({size / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)"
+
+
 def scan_source(
     source: bytes | str, relative: str, rules: RuleSet, *, prefilter: bool = True, patterns=None
 ) -> FileScan:
@@ -92,7 +126,7 @@ def scan_source(
 
     raw = source.encode("utf-8") if isinstance(source, str) else source
     if len(raw) > MAX_FILE_BYTES:
-        return FileScan((), f"too large to scan ({len(raw) / 1e6:.1f} MB > {MAX_FILE_BYTES / 1e6:.0f} MB)")
+        return FileScan((), _too_large(len(raw)))
     try:
         text = source if isinstance(source, str) else decode_source(raw)
     except ValueError as err:
@@ -109,8 +143,10 @@ def scan_source(
             tree = ast.parse(raw, filename=relative)
     except SyntaxError as err:
         return FileScan((), _syntax_reason(err))
-    except (ValueError, RecursionError, MemoryError) as err:
-        return FileScan((), f"cannot parse: {type(err).__name__}: {err}")
+    except (RecursionError, MemoryError):  # CPython's parser signals deep nesting with either
+        return FileScan((), NESTED_TOO_DEEP)
+    except ValueError as err:
+        return FileScan((), f"cannot parse: {err}")
     sites, notes = fastscan.scan_tree(tree, text, hits, rules, relative)
     return FileScan(number_sites(sites), None, tuple(notes))
 
@@ -164,23 +200,17 @@ def _worker_init(rules: RuleSet) -> None:
     import libcst  # noqa: F401  (pay the import once per worker, not in the first chunk)
 
 
-def _scan_chunk(chunk: list[tuple[str, str]]) -> list[FileScan]:
+def _scan_chunk(chunk: list[tuple[bytes, str]]) -> list[FileScan]:
+    # Workers get the bytes the parent read (and keyed the cache by), never re-read the file: one
+    # that changes or disappears during the scan must not store another content's sites under the key.
     assert _WORKER_RULES is not None
-    results = []
-    for absolute, relative in chunk:
-        try:
-            source = Path(absolute).read_bytes()
-        except OSError as err:
-            results.append(FileScan((), f"cannot read: {err.strerror or err}"))
-            continue
-        results.append(_guarded(source, relative, _WORKER_RULES, _WORKER_PATTERNS))
-    return results
+    return [_guarded(source, relative, _WORKER_RULES, _WORKER_PATTERNS) for source, relative in chunk]
 
 
 def _guarded(source: bytes, relative: str, rules: RuleSet, patterns) -> FileScan:
     try:
         return scan_source(source, relative, rules, patterns=patterns)
-    except RecursionError:
+    except (RecursionError, MemoryError):
         return FileScan((), "cannot scan: nesting too deep")
 
 
@@ -227,11 +257,14 @@ def scan(
     files = discover(paths, include)
     total = len(files)
     sources: list[bytes | None] = []
-    for file in files:
-        try:
-            sources.append(file.absolute.read_bytes())
-        except OSError:
+    unread: dict[int, str] = {}  # file index -> why it was not read
+    for index, file in enumerate(files):
+        source = read_source(file.absolute)
+        if isinstance(source, str):
+            unread[index] = source
             sources.append(None)
+        else:
+            sources.append(source)
     keys = [entry_key(f.relative, s, rules.digest) if s is not None else "" for f, s in zip(files, sources)]
     cache = _open_cache(cache_dir)
     cached = cache.get_many([k for k in keys if k]) if cache is not None else {}
@@ -242,7 +275,7 @@ def scan(
             sites, skipped = cached[key]
             results[index] = FileScan(tuple(sites), skipped)
         elif sources[index] is None:
-            results[index] = FileScan((), "cannot read the file")
+            results[index] = FileScan((), unread[index])
         else:
             todo.append(index)
     cache_hits = len(results) - sum(1 for s in sources if s is None)
@@ -308,7 +341,7 @@ def _scan_files(
         max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(rules,)
     ) as pool:
         futures = {
-            pool.submit(_scan_chunk, [(str(files[i].absolute), files[i].relative) for i in chunk]): chunk
+            pool.submit(_scan_chunk, [(sources[i], files[i].relative) for i in chunk]): chunk
             for chunk in chunks
         }
         for future in as_completed(futures):

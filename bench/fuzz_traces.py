@@ -1,0 +1,220 @@
+"""Fuzz the loader, join, explain and every renderer with mutated REAL traces (a seeded mutation loop).
+
+Seeds are real traces: CPU traces profiled here with torch.profiler, and time slices (a few hundred
+events each) of the H200 traces in ../shared/fixtures/gpu-traces and tests/fixtures/{gpu,cpu}. Each
+case applies 0-3 document mutations (wrong types in every field, missing args, colliding ids, events
+out of order, kernels without launches, huge and hostile names, deep nesting, ...) and one writer
+(plain, gzip, truncated, corrupt gzip, flipped bytes, one-line JSON, odd layouts): see
+tests/hardening/trace_fuzz.py. A worker process runs the whole pipeline on the file (explain_trace,
+build_graph, DOT source, HTML, markdown, the rich table, JSON) under a memory limit, and the parent
+kills it when one case takes longer than --case-timeout. Every case must end in a result or a one-line
+`InputError` naming the file; anything else is counted (and its file kept) as a failure.
+
+    nohup python bench/fuzz_traces.py --cases 10000 --results bench/FUZZ_RESULTS.md > fuzz.log 2>&1 &
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import multiprocessing
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "hardening"))
+
+import trace_fuzz
+
+
+def _worker(connection, memory_limit: int) -> None:
+    """Run cases sent as paths until the pipe closes; answer (kind, detail, peak RSS in KiB)."""
+    if memory_limit:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    import tracer.api  # noqa: F401  (import once, not per case)
+
+    while True:
+        try:
+            path, options = connection.recv()
+        except EOFError:
+            return
+        try:
+            outcome = trace_fuzz.run_pipeline(Path(path), options)
+        except MemoryError:
+            outcome = trace_fuzz.Outcome("failure", "MemoryError: over the worker's memory limit")
+        connection.send((outcome.kind, outcome.detail, _peak_rss_kib()))
+
+
+def _peak_rss_kib() -> int:
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a spawned worker would report its
+    # parent's peak (torch and the seed traces) instead of its own.
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+class Worker:
+    """One pipeline process; replaced after a hang (killed) or a crash."""
+
+    def __init__(self, memory_limit: int) -> None:
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no torch mapped in
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_worker, args=(child, memory_limit), daemon=True)
+        self.process.start()
+        child.close()
+
+    def run(self, path: Path, options: tuple, timeout: float) -> tuple[str, str, int] | None:
+        """(kind, detail, peak KiB), or None when the case ran past `timeout` or killed the worker."""
+        self.connection.send((str(path), options))
+        if not self.connection.poll(timeout):
+            return None
+        try:
+            return self.connection.recv()
+        except EOFError:
+            return ("failure", f"worker died (exit code {self.process.exitcode})", 0)
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.join()
+        self.connection.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=20251129)
+    parser.add_argument("--case-timeout", type=float, default=30.0, help="seconds before a case is a hang")
+    parser.add_argument(
+        "--memory-limit-mb", type=int, default=2048, help="address-space limit of the pipeline process"
+    )
+    parser.add_argument("--keep-failures", type=Path, default=REPO / "build" / "fuzz-failures")
+    parser.add_argument("--results", type=Path, help="write the outcome table (markdown) here")
+    parser.add_argument("--progress-every", type=int, default=500)
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="kerneltrace-fuzz-"))
+    seeds = trace_fuzz.load_seeds(work, rng)
+    print(
+        f"{len(seeds)} seeds ({', '.join(name for name, _ in seeds)}) in {time.perf_counter() - started:.1f} s"
+    )
+
+    outcomes: collections.Counter[str] = collections.Counter()
+    errors: collections.Counter[str] = collections.Counter()
+    failures: collections.Counter[str] = collections.Counter()
+    writers: collections.Counter[tuple[str, str]] = collections.Counter()
+    mutations: collections.Counter[str] = collections.Counter()
+    slowest = (0.0, "")
+    peak_kib = 0
+    kept = 0
+    worker = Worker(args.memory_limit_mb << 20)
+    loop_start = time.perf_counter()
+    try:
+        for number in range(args.cases):
+            case, path = trace_fuzz.make_case(seeds, rng, work, number)
+            mutations.update(case.mutations or ("(none)",))
+            begun = time.perf_counter()
+            answer = worker.run(path, case.options, args.case_timeout)
+            took = time.perf_counter() - begun
+            if answer is None:
+                kind, detail = "hang", f"no answer within {args.case_timeout:.0f} s"
+                worker.stop()
+                worker = Worker(args.memory_limit_mb << 20)
+            else:
+                kind, detail, case_peak = answer
+                if case_peak > peak_kib + (64 << 10):
+                    print(f"case {number} {case.label}: peak RSS now {case_peak >> 10} MB", flush=True)
+                peak_kib = max(peak_kib, case_peak)
+            if took > slowest[0]:
+                slowest = (took, case.label)
+            outcomes[kind] += 1
+            writers[(case.writer, kind)] += 1
+            if kind == "input_error":
+                errors[detail] += 1
+            elif kind != "result":
+                headline = detail.strip().splitlines()[-1][:160] if detail.strip() else kind
+                failures[f"{kind}: {headline}"] += 1
+                if kept < 200:
+                    args.keep_failures.mkdir(parents=True, exist_ok=True)
+                    target = args.keep_failures / f"{number}-{path.name}"
+                    shutil.copy(path, target)
+                    target.with_suffix(target.suffix + ".txt").write_text(f"{case.label}\n\n{detail}\n")
+                    kept += 1
+                print(f"case {number} {case.label}: {kind}\n{detail}", flush=True)
+            path.unlink()
+            if (number + 1) % args.progress_every == 0:
+                rate = (number + 1) / (time.perf_counter() - loop_start)
+                print(f"{number + 1} cases, {rate:.1f}/s: {dict(outcomes)}", flush=True)
+    finally:
+        worker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    wall = time.perf_counter() - started
+    report = results_markdown(
+        args, len(seeds), outcomes, errors, failures, writers, mutations, slowest, peak_kib, wall
+    )
+    print(report)
+    if args.results:
+        args.results.write_text(report)
+    return 0 if not failures and not outcomes["hang"] else 1
+
+
+def results_markdown(
+    args, seed_count, outcomes, errors, failures, writers, mutations, slowest, peak_kib, wall
+) -> str:
+    total = sum(outcomes.values())
+    lines = [
+        "# Fuzzing the trace pipeline: results",
+        "",
+        (
+            f"`python bench/fuzz_traces.py --cases {args.cases} --seed {args.seed}` (seeded mutation loop over "
+            f"{seed_count} real seed traces; each case runs explain_trace, build_graph, DOT source, HTML "
+            "report, markdown, the rich table and JSON in a worker process limited to "
+            f"{args.memory_limit_mb} MB of address space, killed after {args.case_timeout:.0f} s)."
+        ),
+        "",
+        "| outcome | cases |",
+        "| --- | --: |",
+        f"| generated cases | {total} |",
+        f"| result (analysis + every rendering) | {outcomes['result']} |",
+        f"| one-line `InputError` naming the file | {outcomes['input_error']} |",
+        f"| tracebacks / other failures | {outcomes['failure']} |",
+        f"| hangs (over {args.case_timeout:.0f} s) | {outcomes['hang']} |",
+        "",
+        (
+            f"Wall time {wall / 60:.1f} min on this machine; slowest case {slowest[0]:.2f} s; peak RSS of "
+            f"the pipeline process {peak_kib / 1024:.0f} MB."
+        ),
+        "",
+        "## One-line errors by kind",
+        "",
+        "| problem | cases |",
+        "| --- | --: |",
+        *(f"| {kind} | {count} |" for kind, count in errors.most_common()),
+        "",
+        "## Cases by writer",
+        "",
+        "| writer | result | input error | failure | hang |",
+        "| --- | --: | --: | --: | --: |",
+    ]
+    for writer in trace_fuzz.WRITERS:
+        row = [writers[(writer, k)] for k in ("result", "input_error", "failure", "hang")]
+        lines.append(f"| {writer} | " + " | ".join(map(str, row)) + " |")
+    lines += ["", "## Document mutations applied", "", "| mutation | cases |", "| --- | --: |"]
+    lines += [f"| {name} | {count} |" for name, count in sorted(mutations.items())]
+    if failures:
+        lines += ["", "## Failures", "", *(f"- {count} x {text}" for text, count in failures.most_common())]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
