@@ -14,7 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tracer.explain.diff import AnalysisDiff
+    from tracer.model import Analysis
+    from tracer.static import ScanResult
 
 EXAMPLE_DIR = Path(__file__).resolve().parent
 
@@ -37,6 +46,58 @@ def profile_variant(variant: str, preset_name: str, steps: int, sites, out: Path
     return run.explain_now(print_table=False)
 
 
+@dataclass(frozen=True)
+class DemoResult:
+    """What the demo found: the static map, both analyses, their diff, and the files it wrote."""
+
+    scan: ScanResult
+    before: Analysis
+    after: Analysis
+    diff: AnalysisDiff
+    graph_svg: Path
+    report_html: Path
+
+
+def run_demo(preset: str, steps: int, out: Path, console: Console) -> DemoResult:
+    from rich.rule import Rule
+
+    from tracer.explain.diff import diff_analyses
+    from tracer.graph import build_graph
+    from tracer.render.diff_table import print_diff
+    from tracer.render.dot import render_graph
+    from tracer.render.html import render_report, write_report
+    from tracer.render.table import print_table
+    from tracer.static import scan
+
+    out.mkdir(parents=True, exist_ok=True)
+    console.print(Rule("1. static map: copy/cast sites in examples/glm5_kv_cast"))
+    found = scan([EXAMPLE_DIR], cache_dir=False)
+    for site in found.sites[:3]:
+        console.print(f"  risk {site.risk:3.0f}  {site.rule}  {site.location}  {site.text}")
+        console.print(f"           {'; '.join(site.reasons)}", style="dim")
+    console.print(f"  {len(found.sites)} sites in {found.files_scanned} files")
+
+    console.print(Rule(f"2. profile {steps} decode steps of the bug (cast_whole), site ranges, no with_stack"))
+    before = profile_variant("cast_whole", preset, steps, found.sites, out / "cast_whole.json.gz")
+    print_table(before, console, top=5)
+
+    console.print(Rule("3. the fix (gather_then_cast), profiled the same way, and the diff"))
+    after = profile_variant("gather_then_cast", preset, steps, found.sites, out / "gather_then_cast.json.gz")
+    diff = diff_analyses(before, after)
+    print_diff(diff, top=6, console=console)
+
+    console.print(Rule("4. report and call graph"))
+    graph = build_graph(before, top=10)
+    svg = render_graph(graph, out / "cast_whole.svg")
+    report = write_report(
+        render_report(before, graph, source_roots=[EXAMPLE_DIR.parent.parent], top=10), out / "report.html"
+    )
+    console.print(f"  call graph: {svg}")
+    console.print(f"  report:     {report}")
+    console.print(f"  traces:     {out / 'cast_whole.json.gz'}, {out / 'gather_then_cast.json.gz'}")
+    return DemoResult(found, before, after, diff, svg, report)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cpu-small")
@@ -45,45 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from rich.console import Console
-    from rich.rule import Rule
 
-    from tracer.cli.diff import print_diff
-    from tracer.explain.diff import diff_analyses
-    from tracer.graph import build_graph
-    from tracer.render.dot import render_graph
-    from tracer.render.html import render_report, write_report
-    from tracer.render.table import print_table
-    from tracer.static import scan
-
-    console = Console(highlight=False)
-    args.out.mkdir(parents=True, exist_ok=True)
+    # Wide enough for the tables when the output is piped (rich falls back to 80 columns).
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     started = time.perf_counter()
-
-    console.print(Rule("1. static map: copy/cast sites in examples/glm5_kv_cast"))
-    found = scan([EXAMPLE_DIR], cache_dir=False)
-    for site in found.sites[:3]:
-        console.print(f"  risk {site.risk:3.0f}  {site.rule}  {site.location}  {site.text}")
-        console.print(f"           {'; '.join(site.reasons)}", style="dim")
-    console.print(f"  {len(found.sites)} sites in {found.files_scanned} files")
-
-    console.print(Rule(f"2. profile {args.steps} decode steps of the bug (cast_whole), site ranges, no with_stack"))
-    before = profile_variant("cast_whole", args.preset, args.steps, found.sites, args.out / "cast_whole.json.gz")
-    print_table(before, console, top=5)
-
-    console.print(Rule("3. the fix (gather_then_cast), profiled the same way, and the diff"))
-    after = profile_variant("gather_then_cast", args.preset, args.steps, found.sites, args.out / "gather_then_cast.json.gz")
-    print_diff(diff_analyses(before, after), top=6)
-
-    console.print(Rule("4. report and call graph"))
-    graph = build_graph(before, top=10)
-    svg = render_graph(graph, args.out / "cast_whole.svg")
-    report = write_report(
-        render_report(before, graph, source_roots=[EXAMPLE_DIR.parent.parent], top=10),
-        args.out / "report.html",
-    )
-    console.print(f"  call graph: {svg}")
-    console.print(f"  report:     {report}")
-    console.print(f"  traces:     {args.out / 'cast_whole.json.gz'}, {args.out / 'gather_then_cast.json.gz'}")
+    run_demo(args.preset, args.steps, args.out, console)
     console.print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
 

@@ -67,13 +67,14 @@ def test_the_cli_prints_one_line_and_exits_2_never_a_traceback(tmp_path: Path, o
     packed = (own_gpu_traces / "cudagraph_decode_stack.json.gz").read_bytes()
     (tmp_path / "cut.json.gz").write_bytes(packed[:5000])
     (tmp_path / "deep.json").write_text('{"traceEvents": [' + "[" * 100_000 + "]" * 100_000 + "]}")
-    for name in ("cut.json.gz", "deep.json", "x" * 300 + ".json"):
+    escapes = "\x1b]8;;http:evil\x07\x1b[2J"  # a file name can hold terminal escapes too (not /)
+    (tmp_path / f"evil{escapes}.json").write_bytes(packed[:100])
+    for name in ("cut.json.gz", "deep.json", "x" * 300 + ".json", f"evil{escapes}.json"):
         done = run_cli("explain", str(tmp_path / name), text=True, timeout=120)
         assert done.returncode == 2, done.stderr
-        assert "Traceback" not in done.stderr
-        assert done.stderr.count("\n") == 1 and done.stderr.startswith(
-            f"kerneltrace: error: {tmp_path / name}"
-        )
+        assert "Traceback" not in done.stderr and "\x1b" not in done.stderr and "\x07" not in done.stderr
+        shown = f"kerneltrace: error: {tmp_path / name}".replace(escapes, "")
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith(shown)
 
 
 def test_deep_nesting_is_one_line_or_read_as_absent(
@@ -81,7 +82,7 @@ def test_deep_nesting_is_one_line_or_read_as_absent(
 ) -> None:
     # Past orjson's parse limit (1024 levels): the file is refused, in one line.
     document = copy.deepcopy(cudagraph)
-    document["traceEvents"][5]["args"]["Input Dims"] = trace_fuzz._nested(100_000, random.Random(0))
+    document["traceEvents"][5]["args"]["Input Dims"] = trace_fuzz.nested_value(100_000, random.Random(0))
     error = _one_line_error(write_trace(document, tmp_path / "deeper.json"), "not JSON")
     assert "depth limit exceeded" in error.problem
     # Deeper than orjson writes (255) but within what it reads: the value is dropped, the rest explained.

@@ -98,12 +98,28 @@ def reference_outputs(sglang_cpu):
 
 
 @pytest.fixture(scope="session")
-def loaded_plugin(reference_outputs):
-    """`sglang.srt.plugins.load_plugins()` run with KERNELTRACE=1: SGLang discovers and runs us."""
+def unhooked_capture_outputs(sglang_cpu):
+    """SGLang's CUDA-graph capture pass (on CPU: `capture_runner`) before any plugin touched SGLang."""
+    from sglang.srt.plugins import hook_registry
+
+    from tests.plugins.sglang_cpu import SGLangDecode, capture_runner, sglang_ranks
+
+    assert not hook_registry.HookRegistry._patched, "a hook was applied before the reference run"
+    runner = capture_runner(SGLangDecode())
+    with sglang_ranks(0):
+        assert runner._capture_one_stream() is None
+    return runner.captured_outputs
+
+
+@pytest.fixture(scope="session")
+def loaded_plugin(reference_outputs, unhooked_capture_outputs):
+    """`sglang.srt.plugins.load_plugins()` run with KERNELTRACE=1 and KERNELTRACE_PROFILE_CAPTURE=1:
+    SGLang discovers and runs us."""
     from sglang.srt import plugins
 
-    saved = {k: os.environ.get(k) for k in ("KERNELTRACE", "SGLANG_PLUGINS")}
+    saved = {k: os.environ.get(k) for k in ("KERNELTRACE", "KERNELTRACE_PROFILE_CAPTURE", "SGLANG_PLUGINS")}
     os.environ["KERNELTRACE"] = "1"
+    os.environ["KERNELTRACE_PROFILE_CAPTURE"] = "1"
     os.environ["SGLANG_PLUGINS"] = "kerneltrace"
     logging.getLogger("kerneltrace").setLevel(logging.INFO)
     try:

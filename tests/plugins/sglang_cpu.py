@@ -2,7 +2,8 @@
 
 Everything here is SGLang's own code (sglang==0.5.23); only `RunnerHandles` stands in for the
 ModelRunner, whose constructor needs a GPU and a checkpoint: the backend reads just these three
-attributes from it.
+attributes from it. `capture_runner` runs SGLang's CUDA-graph capture pass on CPU, with the one
+GPU-only step (capturing a shape into a CUDA graph) replaced by a real SGLang decode step.
 """
 
 from __future__ import annotations
@@ -90,3 +91,54 @@ class SGLangDecode:
             for layer in self.layers:
                 out = layer.forward(q + out, k, v, batch)
         return out
+
+
+def capture_runner(decode: SGLangDecode, capture_bs: tuple[int, ...] = (1, 2)):
+    """A real `DecodeCudaGraphRunner` whose capture pass (`_capture_one_stream`, SGLang's own code)
+    runs on CPU: built without `__init__` (it needs a GPU ModelRunner) and given the attributes
+    that pass reads. Only `capture_one_shape`, the per-shape CUDA-graph capture, is a stand-in: it
+    runs one real SGLang decode step (`decode`) per shape and keeps the outputs in
+    ``runner.captured_outputs``, step ``bs % 6`` for batch size ``bs``."""
+    import types
+
+    from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
+
+    runner = object.__new__(DecodeCudaGraphRunner)
+    runner.model_runner = types.SimpleNamespace(
+        device="cpu", gpu_id=0, model=torch.nn.Identity(), is_draft_worker=False
+    )
+    runner.capture_bs = list(capture_bs)
+    runner.compile_bs = []
+    runner.captured_req_width = 1
+    runner.record_nolora_graph = False
+    runner.attention_graph_variants = None
+    runner.enable_profile_cuda_graph = False
+    runner.captured_outputs = []
+
+    def capture_one_shape(bs, forward, stream_idx=None, variant_label=None, attention_variant=None):
+        runner.captured_outputs.append(decode.decode_step(bs % 6))
+
+    runner.capture_one_shape = capture_one_shape
+    return runner
+
+
+def sglang_ranks(tp_rank: int = 0):
+    """SGLang's parallel state for one rank of a single-process run (what the scheduler publishes)."""
+    from sglang.srt.runtime_context import get_parallel
+
+    return get_parallel().override(tp_rank=tp_rank, tp_group=None, num_dp_ranks=1, pp_size=1, moe_ep_size=1)
+
+
+def hook_of(method):
+    """The hook inside HookRegistry's AROUND wrapper (its closure holds `hook` and `original_fn`)."""
+    cells = dict(zip(method.__code__.co_freevars, (c.cell_contents for c in method.__closure__), strict=True))
+    return cells["hook"]
+
+
+def user_ranges(trace_path) -> list[str]:
+    """The record_function range names of a trace, in file order (loaded by `tracer.load`)."""
+    from tracer.load import load_trace
+    from tracer.model.events import Cat
+
+    table = load_trace(trace_path).events
+    return [table.name[r] for r in range(len(table)) if table.cat[r] == Cat.USER_ANNOTATION]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from tests.plugins.sglang_cpu import LAYERS, SGLangDecode
+from tests.plugins.sglang_cpu import LAYERS, SGLangDecode, hook_of, user_ranges
 from tracer.join import attribute
 from tracer.load import load_trace
 from tracer.model.events import Cat
@@ -74,25 +74,13 @@ def test_load_plugins_applies_our_hooks_to_real_sglang_classes(loaded_plugin):
         "sglang.srt.model_executor.model_runner.ModelRunner.load_model",
     } <= ours
     assert ours <= HookRegistry._patched  # applied, not just registered
-    assert _hook_of(ModelRunner.forward).__qualname__ == "kerneltrace_range_hook[ModelRunner.forward]"
-    assert _hook_of(EagerRunner._execute_decode).__qualname__ == (
+    assert hook_of(ModelRunner.forward).__qualname__ == "kerneltrace_range_hook[ModelRunner.forward]"
+    assert hook_of(EagerRunner._execute_decode).__qualname__ == (
         "kerneltrace_range_hook[EagerRunner._execute_decode]"
     )
-    assert _hook_of(ModelRunner.load_model).__name__ == "after_load_model"
-    assert _hook_of(AttentionBackend.__init__).__name__ == "after_backend_init"
+    assert hook_of(ModelRunner.load_model).__name__ == "after_load_model"
+    assert hook_of(AttentionBackend.__init__).__name__ == "after_backend_init"
     assert AttentionBackend.__init__.__wrapped__ is object.__init__
-
-
-def _hook_of(method):
-    """The hook inside HookRegistry's AROUND wrapper (its closure holds `hook` and `original_fn`)."""
-    cells = dict(zip(method.__code__.co_freevars, (c.cell_contents for c in method.__closure__), strict=True))
-    return cells["hook"]
-
-
-def _user_ranges(trace_path: Path) -> list[str]:
-    trace = load_trace(trace_path)
-    table = trace.events
-    return [table.name[r] for r in range(len(table)) if table.cat[r] == Cat.USER_ANNOTATION]
 
 
 def test_calls_through_hooked_sglang_produce_our_ranges(loaded_plugin, cpu_profile, tmp_path):
@@ -101,7 +89,7 @@ def test_calls_through_hooked_sglang_produce_our_ranges(loaded_plugin, cpu_profi
         decode.decode_step(0)
     out = tmp_path / "decode.json.gz"
     prof.export_chrome_trace(str(out))
-    ranges = _user_ranges(out)
+    ranges = user_ranges(out)
     # The AROUND hook on AttentionBackend.__init__ wrapped the backend class's decode method.
     assert ranges.count("kt:fn:TorchNativeAttnBackend.forward_decode") == LAYERS
     sites = {name.rsplit("@", 1)[1] for name in ranges if name.startswith("kt:site:")}
@@ -186,7 +174,7 @@ def test_sglang_own_profiler_carries_our_ranges(loaded_plugin, tmp_path, monkeyp
         profiler.stop()
     written = tmp_path / "kt-TP-0-decode.trace.json.gz"
     assert written.is_file()
-    ranges = _user_ranges(written)
+    ranges = user_ranges(written)
     assert "kt:fn:TorchNativeAttnBackend.forward_decode" in ranges
     assert any(name.endswith(f"@{BACKEND_FILE}:246") for name in ranges)
     analysis = explain_trace(written)
@@ -218,7 +206,7 @@ def test_a_failing_range_hook_leaves_results_intact(
     target = "sglang.srt.mem_cache.memory_pool.MHATokenToKVPool.get_value_buffer"
     HookRegistry.register(target, plugin.range_hook("MHATokenToKVPool.get_value_buffer"), HookType.AROUND)
     HookRegistry.apply_hooks()
-    assert _hook_of(MHATokenToKVPool.get_value_buffer).__qualname__ == (
+    assert hook_of(MHATokenToKVPool.get_value_buffer).__qualname__ == (
         "kerneltrace_range_hook[MHATokenToKVPool.get_value_buffer]"
     )
     monkeypatch.setattr(plugin, "named_range", broken)  # the AROUND hook's first step now raises
@@ -294,7 +282,7 @@ def test_range_model_wraps_layer_forward_and_quant_apply(loaded_plugin, cpu_prof
     assert torch.equal(got, expected)
     out = tmp_path / "model.json"
     prof.export_chrome_trace(str(out))
-    ranges = _user_ranges(out)
+    ranges = user_ranges(out)
     assert ranges.count(f"kt:fn:{qualname}.forward") == 3
     assert ranges.count("kt:fn:UnquantizedLinearMethod.apply") == 3
 

@@ -29,14 +29,20 @@ def reports_input_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except InputError as err:
-            click.echo(f"kerneltrace: error: {err}", err=True)
-            sys.exit(EXIT_INPUT)
+            _print_error(err)
         except OSError as err:
             where = err.filename if err.filename is not None else "kerneltrace"
-            click.echo(f"kerneltrace: error: {InputError(where, err.strerror or str(err))}", err=True)
-            sys.exit(EXIT_INPUT)
+            _print_error(InputError(where, err.strerror or str(err)))
 
     return wrapper  # type: ignore[return-value]
+
+
+def _print_error(err: InputError) -> None:
+    from tracer.render.escape import strip_control
+
+    # File names (a rank directory's, a trace's own) can hold terminal escapes: never pass them on.
+    click.echo(f"kerneltrace: error: {strip_control(err)}", err=True)
+    sys.exit(EXIT_INPUT)
 
 
 def print_json(data: Any) -> None:

@@ -106,10 +106,10 @@ def named_range(name: str) -> contextlib.AbstractContextManager:
     try:
         if _is_compiling() or not _profiler_enabled():
             return _NULL_RANGE
+        return ProfiledRange(name)
     except Exception:
         warn_once("check", "could not ask torch whether a profiler is running")
         return _NULL_RANGE
-    return ProfiledRange(name)
 
 
 # What rewritten statements call; module globals and builtins both get it (see `install_helper`).
@@ -133,7 +133,12 @@ def function_range(function: Callable, name: str) -> Callable:
 
     @functools.wraps(function)
     def kerneltrace_range(*args: Any, **kwargs: Any) -> Any:
-        with named_range(name):
+        try:
+            scope = named_range(name)
+        except Exception:  # only if `named_range` itself is broken (replaced, half-imported)
+            warn_once(f"wrapper:{name}", "range wrapper %s failed; calling the function", name)
+            return function(*args, **kwargs)
+        with scope:
             return function(*args, **kwargs)
 
     setattr(kerneltrace_range, ORIGINAL_ATTRIBUTE, function)

@@ -1,9 +1,10 @@
 """Refuse a trace that would not fit in memory before parsing it, and say how to proceed instead.
 
-The estimate is the loader's measured peak: load + join + explain of a 247 MB Kineto trace (986k
-events) peaked at 0.74-0.86 x the JSON size above the interpreter's own memory (bench: see
-tests/hardening/test_big_inputs.py), plus a fixed allowance for the chunk buffers. It is compared
-with the memory available now (``MemAvailable``), which `KERNELTRACE_MEMORY_LIMIT` (bytes) overrides.
+The estimate is the loader's measured peak: on a 247 MB Kineto trace (986k events, built by
+bench/bench_explain.py's replicator from the shared llama trace), the peak resident memory above the
+interpreter's own was 0.74 x the JSON size for the load and 0.86 x for load + join + explain (one
+process), plus about 100-150 MB of chunk buffers on small traces. It is compared with the memory
+available now (``MemAvailable``), which `KERNELTRACE_MEMORY_LIMIT` (bytes) overrides.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tracer.errors import InputError
 MEMORY_LIMIT_ENV = "KERNELTRACE_MEMORY_LIMIT"
 PEAK_PER_JSON_BYTE = 1.0  # measured 0.74-0.86; rounded up
 FIXED_BYTES = 256 << 20  # chunk buffers (a few 8 MB blocks and their parsed events), imports
+MAX_DEFLATE_RATIO = 1032  # deflate's limit: a gzip member never inflates more than this
 TYPICAL_GZIP_RATIO = 13  # Kineto JSON compresses 13-16:1 (the fixtures); used only past 4 GiB
 _WRAP = 1 << 32
 
@@ -31,6 +33,8 @@ def json_size(path: Path, compressed: bool) -> int:
             handle.seek(-4, os.SEEK_END)
             recorded = struct.unpack("<I", handle.read(4))[0]
     except (OSError, struct.error):
+        return size * TYPICAL_GZIP_RATIO
+    if recorded > size * MAX_DEFLATE_RATIO:  # not what deflate can produce: bytes after the member
         return size * TYPICAL_GZIP_RATIO
     if size * 20 < _WRAP:  # no trace compresses 20:1, so the true size is below 4 GiB: ISIZE is exact
         return max(recorded, size)

@@ -41,6 +41,8 @@ _INT_COLUMNS = (
 def worker_count(size_bytes: int) -> int:
     """How many processes to parse with: KERNELTRACE_LOAD_WORKERS, else 2 for big files unless every
     core is busy (then the workers' extra pickling makes the load slower, not faster)."""
+    if multiprocessing.current_process().daemon:
+        return 1  # a daemonic process (a multiprocessing.Pool worker) may not start processes
     configured = os.environ.get("KERNELTRACE_LOAD_WORKERS")
     if configured is not None and configured.strip().isdigit():
         return int(configured)

@@ -16,7 +16,21 @@ its processes, which:
 
 The ranges are plain `torch.profiler.record_function` ranges, recorded only while a profiler runs,
 so SGLang's own profiler (``/start_profile``, files under ``SGLANG_TORCH_PROFILER_DIR``) carries
-them. Every hook is fail-safe: a failure of ours is logged once and the original runs untouched.
+them. With ``KERNELTRACE_PROFILE_CAPTURE=1`` the plugin also profiles the CUDA-graph capture
+(`tracer.plugins.sglang_capture`): the capture-time ops and ranges that graph replays are attributed
+to, written to ``$SGLANG_TORCH_PROFILER_DIR/graph_capture_profile/`` per rank. Every hook is
+fail-safe: a failure of ours is logged once and the original runs untouched.
+
+Environment (read once, when SGLang loads the plugin):
+
+- ``KERNELTRACE=1``: the plugin on (off by default: nothing is hooked);
+- ``KERNELTRACE_PROFILE_CAPTURE=1``: profile each CUDA-graph capture pass into a capture trace;
+- ``KERNELTRACE_MIN_RISK`` (default 40): site ranges only for sites at or above this risk;
+- ``KERNELTRACE_SITES``: a ``kerneltrace scan --json`` file to take the sites from, instead of
+  scanning modules as they load;
+- ``KERNELTRACE_MODULES``: comma-separated module prefixes given site ranges (default: SGLang's
+  attention, quantization, MoE and KV-cache packages);
+- ``KERNELTRACE_SITE_RANGES=0``: function ranges only.
 """
 
 from __future__ import annotations
@@ -91,8 +105,21 @@ def _register() -> None:
     if _exists(LOAD_MODEL):
         HookRegistry.register(LOAD_MODEL, after_load_model, HookType.AROUND)
         hooked.append(LOAD_MODEL)
+    hooked += _register_capture_profiling(HookRegistry, HookType)
     sites = _install_site_ranges()
     logger.info("kerneltrace: %d SGLang hooks registered; %s", len(hooked), sites)
+
+
+def _register_capture_profiling(registry: Any, hook_type: Any) -> list[str]:
+    """AROUND hooks on the graph runners' capture pass, when ``KERNELTRACE_PROFILE_CAPTURE`` asks."""
+    from tracer.plugins.sglang_capture import CAPTURE_TARGETS, capture_profile_hook, capture_profiling_enabled
+
+    if not capture_profiling_enabled():
+        return []
+    hooked = [target for target in CAPTURE_TARGETS if _exists(target)]
+    for target in hooked:
+        registry.register(target, capture_profile_hook, hook_type.AROUND)
+    return hooked
 
 
 def _exists(target: str) -> bool:
