@@ -18,9 +18,11 @@ from __future__ import annotations
 import argparse
 import collections
 import multiprocessing
+import os
 import random
 import resource
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -35,6 +37,7 @@ import trace_fuzz
 
 def _worker(connection, memory_limit: int) -> None:
     """Run cases sent as paths until the pipe closes; answer (kind, detail, peak RSS in KiB)."""
+    os.setpgrp()  # its own process group: stopping it stops the loader's worker processes too
     if memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     import tracer.api  # noqa: F401  (import once, not per case)
@@ -67,7 +70,8 @@ class Worker:
     def __init__(self, memory_limit: int) -> None:
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no torch mapped in
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=_worker, args=(child, memory_limit), daemon=True)
+        # Not daemonic: a daemonic process may not start the loader's own worker processes.
+        self.process = context.Process(target=_worker, args=(child, memory_limit), daemon=False)
         self.process.start()
         child.close()
 
@@ -82,7 +86,10 @@ class Worker:
             return ("failure", f"worker died (exit code {self.process.exitcode})", 0)
 
     def stop(self) -> None:
-        self.process.kill()
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.process.join()
         self.connection.close()
 

@@ -16,7 +16,7 @@ from tracer.model.site import Site
 
 
 def explain_trace(
-    path: str | Path,
+    trace: str | Path | Trace,
     *,
     source: Sequence[str | Path] = (),
     sites: str | Path | Sequence[Site] | None = None,
@@ -27,7 +27,7 @@ def explain_trace(
     capture: str | Path | Sequence[str | Path] | None = None,
     window: TraceWindow | None = None,
 ) -> Analysis:
-    """Analyse the profiler trace at ``path``.
+    """Analyse the profiler trace at ``trace`` (a path, or a `Trace` already loaded by `load_trace`).
 
     ``sites``: a ``kerneltrace scan --json`` file or the sites themselves; without them, the files the
     trace names are scanned under the ``source`` roots (exact lines for traces without CallFrom).
@@ -37,36 +37,9 @@ def explain_trace(
     or ProfilerStep#N..M, `tracer.load.TraceWindow`), dropped while parsing. Raises `InputError` for
     any bad input, including a trace too big for the memory available (the error says how to proceed).
     """
-    from tracer.load import load_trace
-
-    _check_roots(source)
-    return explain_loaded(
-        load_trace(path, window),
-        source=source,
-        sites=sites,
-        layers=layers,
-        config=config,
-        step_range=step_range,
-        peak_gbps=peak_gbps,
-        capture=capture,
-    )
-
-
-def explain_loaded(
-    trace: Trace,
-    *,
-    source: Sequence[str | Path] = (),
-    sites: str | Path | Sequence[Site] | None = None,
-    layers: int | None = None,
-    config: str | Path | None = None,
-    step_range: str | None = None,
-    peak_gbps: float | None = None,
-    capture: str | Path | Sequence[str | Path] | None = None,
-) -> Analysis:
-    """`explain_trace` for a trace already loaded (`tracer.load.load_trace`), e.g. by a rank worker."""
     from tracer.explain import analyse
 
-    attributions = attribute_loaded(trace, source=source, sites=sites, capture=capture)
+    attributions = attribute_trace(trace, source=source, sites=sites, capture=capture, window=window)
     return analyse(
         attributions,
         layers=layers,
@@ -77,33 +50,25 @@ def explain_loaded(
 
 
 def attribute_trace(
-    path: str | Path,
+    trace: str | Path | Trace,
     *,
     source: Sequence[str | Path] = (),
     sites: str | Path | Sequence[Site] | None = None,
     capture: str | Path | Sequence[str | Path] | None = None,
     window: TraceWindow | None = None,
 ) -> Attributions:
-    """The join's answer for every GPU event of the trace at ``path`` (what `annotate` writes back)."""
-    from tracer.load import load_trace
-
-    _check_roots(source)
-    return attribute_loaded(load_trace(path, window), source=source, sites=sites, capture=capture)
-
-
-def attribute_loaded(
-    trace: Trace,
-    *,
-    source: Sequence[str | Path] = (),
-    sites: str | Path | Sequence[Site] | None = None,
-    capture: str | Path | Sequence[str | Path] | None = None,
-) -> Attributions:
-    """Sites (given, or scanned from ``source``) -> join -> CUDA-graph replays, for a loaded trace."""
+    """The join's answer for every GPU event of ``trace`` (what `annotate` writes back): sites (given,
+    or scanned from ``source``) -> join -> CUDA-graph replays. ``trace``: a path or a loaded `Trace`."""
     from tracer.join import attribute, sites_for_trace
     from tracer.join.graph_replay import attribute_replays
     from tracer.load import load_trace
 
-    roots = _check_roots(source)
+    roots = _check_roots(source)  # before loading: a mistyped root should not wait for a big trace
+    if isinstance(trace, Trace):
+        if window is not None:
+            raise ValueError("window applies while loading: pass a path, or load_trace(path, window)")
+    else:
+        trace = load_trace(trace, window)
     if capture is None:
         capture_paths: list[Path] = []
     elif isinstance(capture, (str, Path)):

@@ -213,3 +213,34 @@ def test_worker_processes_read_a_damaged_trace_like_one_process(
     assert list(one.events.name) == list(two.events.name)
     assert list(one.events.ts_ns) == list(two.events.ts_ns) and one.events.args == two.events.args
     assert one.notes == two.notes
+
+
+def _load_row_count(path: str) -> int:
+    return len(load_trace(path).events)
+
+
+def test_loading_inside_a_daemonic_pool_worker(tmp_path: Path, cudagraph: dict, monkeypatch) -> None:
+    """A multiprocessing.Pool worker may not start processes: the loader parses in-process there
+    (before, a big trace loaded from a pool worker died on "daemonic processes are not allowed to
+    have children")."""
+    import multiprocessing
+
+    path = write_trace(cudagraph, tmp_path / "trace.json")
+    monkeypatch.setenv("KERNELTRACE_LOAD_WORKERS", "2")
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        rows = pool.apply(_load_row_count, (str(path),))
+    assert rows == len(load_trace(path).events) > 0
+
+
+def test_garbage_after_the_gzip_member_is_ignored_and_not_mistaken_for_size(
+    tmp_path: Path, own_gpu_traces: Path
+) -> None:
+    from tracer.load.memory import json_size
+
+    packed = (own_gpu_traces / "cudagraph_decode_stack.json.gz").read_bytes()
+    path = tmp_path / "trailing.json.gz"
+    path.write_bytes(packed + b"\xff\xff\xff\xff garbage \xff\xff\xff\x7f")  # trailer read as ~2 GiB
+    assert json_size(path, compressed=True) < 20 * len(packed)
+    assert len(load_trace(path).events) == len(
+        load_trace(own_gpu_traces / "cudagraph_decode_stack.json.gz").events
+    )

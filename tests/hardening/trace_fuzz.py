@@ -15,6 +15,7 @@ import copy
 import gzip
 import io
 import json
+import os
 import random
 import re
 import signal
@@ -39,6 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED_GPU_TRACES = REPO.parent / "shared" / "fixtures" / "gpu-traces"
 OWN_GPU_TRACES = REPO / "tests" / "fixtures" / "gpu"
 OWN_CPU_TRACES = REPO / "tests" / "fixtures" / "cpu"
+LOAD_WORKERS_ENV = "KERNELTRACE_LOAD_WORKERS"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -172,6 +174,8 @@ def explain_options(rng: random.Random) -> tuple[tuple[str, Any], ...]:
     """Options a user may pass: source roots (the join reads and scans the files the trace names),
     a layer count, a step range name."""
     choice = rng.random()
+    if choice < 0.1:
+        return (("load_workers", 2),)  # the loader's worker processes, on whatever the file holds
     if choice < 0.5:
         return ()
     if choice < 0.8:
@@ -258,8 +262,19 @@ def render_all(path: Path, options: dict[str, Any] | None = None) -> None:
     from tracer.render.markdown import render_markdown
     from tracer.render.table import print_table
 
-    options = options or {}
-    analysis = explain_trace(path, **options)
+    options = dict(options or {})
+    workers = options.pop("load_workers", None)
+    previous = os.environ.get(LOAD_WORKERS_ENV)
+    if workers is not None:
+        os.environ[LOAD_WORKERS_ENV] = str(workers)
+    try:
+        analysis = explain_trace(path, **options)
+    finally:
+        if workers is not None:
+            if previous is None:
+                del os.environ[LOAD_WORKERS_ENV]
+            else:
+                os.environ[LOAD_WORKERS_ENV] = previous
     graph = build_graph(analysis)
     console = Console(file=io.StringIO(), width=200, force_terminal=False)
     print_table(analysis, console)

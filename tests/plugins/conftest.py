@@ -90,11 +90,10 @@ def reference_outputs(sglang_cpu):
     """Decode outputs of the real SGLang attention path before any plugin touched SGLang."""
     from sglang.srt.plugins import hook_registry
 
-    from tests.plugins.sglang_cpu import SGLangDecode
+    from tests.plugins.sglang_cpu import SGLangDecode, settle
 
     assert not hook_registry.HookRegistry._patched, "a hook was applied before the reference run"
-    decode = SGLangDecode()
-    return [decode.decode_step(step) for step in range(6)]
+    return settle(SGLangDecode())
 
 
 @pytest.fixture(scope="session")

@@ -79,7 +79,12 @@ class SGLangDecode:
         )
 
     def decode_step(self, step: int) -> torch.Tensor:
-        """One decode step over all layers; returns the last layer's attention output."""
+        """One decode step over all layers; returns the last layer's attention output.
+
+        Step `s` writes its token's K/V at pool position ``context + s - 1`` (the same values every
+        time) and reads positions up to there. So once steps 0..5 have run in order (`settle`), step
+        `s` returns the same output whatever ran before: the fresh-pool output of steps 0..5 in order.
+        """
         from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
 
         batch = self.forward_batch(step)
@@ -142,3 +147,8 @@ def user_ranges(trace_path) -> list[str]:
 
     table = load_trace(trace_path).events
     return [table.name[r] for r in range(len(table)) if table.cat[r] == Cat.USER_ANNOTATION]
+
+
+def settle(decode: SGLangDecode, steps: int = 6) -> list[torch.Tensor]:
+    """Run decode steps 0..steps-1 in order; after this every step's output is fixed (see `decode_step`)."""
+    return [decode.decode_step(step) for step in range(steps)]

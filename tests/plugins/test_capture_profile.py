@@ -60,7 +60,9 @@ def test_the_capture_is_profiled_into_the_rank_capture_trace(
         assert runner._capture_one_stream() is None
     assert not torch.autograd._profiler_enabled()  # ours stopped
     assert len(runner.captured_outputs) == len(unhooked_capture_outputs) == 2
-    assert all(torch.equal(a, b) for a, b in zip(runner.captured_outputs, unhooked_capture_outputs, strict=True))
+    assert all(
+        torch.equal(a, b) for a, b in zip(runner.captured_outputs, unhooked_capture_outputs, strict=True)
+    )
 
     written = tmp_path / "graph_capture_profile" / "cuda_graph_capture-DecodeCudaGraphRunner-TP-1.json.gz"
     assert sorted(p.name for p in written.parent.iterdir()) == [written.name]  # no partial file left
@@ -84,7 +86,9 @@ def test_the_capture_is_profiled_into_the_rank_capture_trace(
     origins = {
         attributions.origins[attributions.origin_ids[list(attributions.op_rows).index(row)]] for row in casts
     }
-    assert {(o.file, o.line, o.confidence) for o in origins} == {(BACKEND_FILE, line, 1.0) for line in CAST_LINES}
+    assert {(o.file, o.line, o.confidence) for o in origins} == {
+        (BACKEND_FILE, line, 1.0) for line in CAST_LINES
+    }
 
     # `kerneltrace explain DIR` attaches it to rank 1's trace (a decode trace as /start_profile writes).
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
@@ -113,7 +117,9 @@ def test_sglang_own_capture_profiling_gets_our_ranges_and_no_second_profiler(
             assert torch.autograd._profiler_enabled()  # SGLang's profiler still records: not stopped by us
         assert not (tmp_path / "graph_capture_profile").exists()  # nothing written by us
         export_cuda_graph_capture_trace(prof, runner_name=runner._profile_runner_name())
-    assert all(torch.equal(a, b) for a, b in zip(runner.captured_outputs, unhooked_capture_outputs, strict=True))
+    assert all(
+        torch.equal(a, b) for a, b in zip(runner.captured_outputs, unhooked_capture_outputs, strict=True)
+    )
     written = tmp_path / "graph_capture_profile" / "cuda_graph_capture-DecodeCudaGraphRunner-TP-0.json.gz"
     names = user_ranges(written)
     assert names.count("kt:fn:TorchNativeAttnBackend.forward_decode") == LAYERS * 2
@@ -132,7 +138,10 @@ def test_a_profiler_already_recording_is_left_running(loaded_plugin, tmp_path, m
         runner._capture_one_stream()
         assert torch.autograd._profiler_enabled()
     prof.export_chrome_trace(str(tmp_path / "outer.json"))
-    assert user_ranges(tmp_path / "outer.json").count("kt:fn:TorchNativeAttnBackend.forward_decode") == LAYERS * 2
+    assert (
+        user_ranges(tmp_path / "outer.json").count("kt:fn:TorchNativeAttnBackend.forward_decode")
+        == LAYERS * 2
+    )
     assert not (tmp_path / "graph_capture_profile").exists()
 
 

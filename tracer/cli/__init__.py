@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 import click
 
@@ -24,7 +25,25 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
-    """Imports a command's module only when that command runs (or help lists it)."""
+    """Imports a command's module only when that command runs (or help lists it).
+
+    Usage errors (a missing file, a bad option value) print as one line, like input errors.
+    """
+
+    def main(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - click's own signature
+        kwargs.pop("standalone_mode", None)
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as err:
+            hint = f" (try '{err.ctx.command_path} --help')" if err.ctx is not None else ""
+            click.echo(f"kerneltrace: error: {' '.join(err.format_message().split())}{hint}", err=True)
+            sys.exit(2)
+        except click.ClickException as err:
+            click.echo(f"kerneltrace: error: {' '.join(err.format_message().split())}", err=True)
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo("kerneltrace: aborted", err=True)
+            sys.exit(1)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

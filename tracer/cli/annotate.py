@@ -7,32 +7,16 @@ from pathlib import Path
 import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
-from tracer.cli.options import derived_output
+from tracer.cli.options import capture_option, derived_output, output_option, sites_option, source_option
 
 
 @click.command(name="annotate")
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--source",
-    "source",
-    multiple=True,
-    type=click.Path(exists=True),
-    help="Root of the code that ran (repeatable): finds source lines and scans for sites.",
-)
-@click.option(
-    "--sites", type=click.Path(exists=True, dir_okay=False), help="Sites file from `kerneltrace scan`."
-)
-@click.option(
-    "--capture",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Trace of the profiled CUDA-graph capture, when TRACE holds only the replays (repeatable).",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, writable=True),
-    help="Annotated trace to write; gzip when it ends in .gz [default: TRACE-NAME.annotated.json.gz].",
+@source_option
+@sites_option
+@capture_option
+@output_option(
+    "Annotated trace to write; gzip when it ends in .gz [default: TRACE-NAME.annotated.json.gz]."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @reports_input_errors

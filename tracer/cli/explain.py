@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.options import TraceOptions, analyse, top_option, trace_options
+from tracer.cli.rank_dirs import analyse_ranks, ranks_match_option
 
 WIDTH_WHEN_PIPED = 200
 JSON_SHAPE = """\b
@@ -30,72 +32,17 @@ With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
 
 @click.command(epilog=JSON_SHAPE, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option(
-    "--source",
-    "sources",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="Source root (repeatable) to scan for sites and read line text from, e.g. site-packages.",
-)
-@click.option(
-    "--sites", type=click.Path(path_type=Path, dir_okay=False), help="Sites from `kerneltrace scan --json`."
-)
-@click.option(
-    "--top", type=click.IntRange(min=1), default=None, help="Rows to show (default 15; --json: all)."
-)
-@click.option("--layers", type=click.IntRange(min=1), default=None, help="The model's layer count.")
-@click.option(
-    "--config",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="HuggingFace config.json (layers, experts).",
-)
-@click.option(
-    "--step-range", default=None, help="Name (or prefix) of the record_function range that is one step."
-)
-@click.option(
-    "--peak-gbps",
-    type=float,
-    default=None,
-    help="Device peak memory bandwidth in GB/s (overrides the table).",
-)
-@click.option(
-    "--capture",
-    "captures",
-    multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Trace of the profiled CUDA-graph capture (repeatable), when TRACE holds only the replays.",
-)
-@click.option(
-    "--ranks-match",
-    metavar="TEXT",
-    default=None,
-    help="With a directory TRACE: only the per-rank traces whose name contains TEXT (e.g. DECODE).",
-)
-@click.option(
-    "--window",
-    metavar="START_MS:END_MS",
-    help="Explain only this time window (ms after the trace's first timestamp): events outside it are "
-    "dropped while parsing, so a trace bigger than memory can be explained piece by piece.",
-)
-@click.option(
-    "--steps", metavar="N-M", help="Explain only ProfilerStep#N..#M (or one step: N), dropped while parsing."
-)
+@trace_options
+@top_option(None, "Rows to show (default 15; --json: all).")
+@ranks_match_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (shape below).")
 @click.option("--markdown", is_flag=True, help="Markdown for pasting into an issue.")
 @reports_input_errors
 def command(
     trace: Path,
-    sources: tuple[Path, ...],
-    sites: Path | None,
+    options: TraceOptions,
     top: int | None,
-    layers: int | None,
-    config: Path | None,
-    step_range: str | None,
-    peak_gbps: float | None,
-    captures: tuple[Path, ...],
     ranks_match: str | None,
-    window: str | None,
-    steps: str | None,
     as_json: bool,
     markdown: bool,
 ) -> None:
@@ -108,24 +55,10 @@ def command(
     each rank is explained in parallel, then combined, with a cross-rank consistency check.
     A trace too big for this machine's memory is refused up front: --steps or --window explain part of it.
     """
-    from tracer.load.window import TraceWindow
-
-    options = {
-        "source": sources,
-        "sites": sites,
-        "layers": layers,
-        "config": config,
-        "step_range": step_range,
-        "peak_gbps": peak_gbps,
-        "capture": captures or None,
-        "window": TraceWindow.parse(window, steps),
-    }
     if trace.is_dir():
-        _explain_ranks(trace, options | {"select": ranks_match}, top, as_json, markdown)
+        _explain_ranks(trace, options, ranks_match, top, as_json, markdown)
         return
-    from tracer.api import explain_trace
-
-    analysis = explain_trace(trace, **options)
+    analysis = analyse(trace, options)
     if as_json:
         data = analysis.to_dict()
         if top is not None:
@@ -138,24 +71,31 @@ def command(
     else:
         from tracer.render.table import print_table
 
-        console = stdout_console()
-        if not console.is_terminal:  # piped or captured: wide enough that the table does not fold
-            console.width = max(console.width, WIDTH_WHEN_PIPED)
-        print_table(analysis, console, top=top or 15)
+        print_table(analysis, _table_console(), top=top or 15)
 
 
-def _explain_ranks(directory: Path, options: dict, top: int | None, as_json: bool, markdown: bool) -> None:
+def _explain_ranks(
+    directory: Path,
+    options: TraceOptions,
+    ranks_match: str | None,
+    top: int | None,
+    as_json: bool,
+    markdown: bool,
+) -> None:
     """TRACE is a directory of per-rank traces: `tracer.explain.ranks` explains and compares them."""
-    from tracer.explain.ranks import explain_ranks
     from tracer.render.ranks import print_rank_report, rank_report_markdown
 
-    report = explain_ranks(directory, **options)
+    report = analyse_ranks(directory, options, ranks_match)
     if as_json:
         print_json(report.to_dict())
     elif markdown:
         click.echo(rank_report_markdown(report, top=top or 15), nl=False)
     else:
-        console = stdout_console()
-        if not console.is_terminal:
-            console.width = max(console.width, WIDTH_WHEN_PIPED)
-        print_rank_report(report, console, top=top or 15)
+        print_rank_report(report, _table_console(), top=top or 15)
+
+
+def _table_console():  # -> rich.console.Console
+    console = stdout_console()
+    if not console.is_terminal:  # piped or captured: wide enough that the table does not fold
+        console.width = max(console.width, WIDTH_WHEN_PIPED)
+    return console

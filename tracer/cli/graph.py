@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
-from tracer.cli.options import TraceOptions, analyse, derived_output, trace_options
+from tracer.cli.options import (
+    TraceOptions,
+    analyse,
+    derived_output,
+    min_share_option,
+    output_option,
+    top_option,
+    trace_options,
+)
 from tracer.cli.rank_dirs import analyse_ranks, base_output, rank_output, ranks_match_option
 
 DRAWINGS = (".svg", ".png", ".pdf", ".dot")
@@ -37,28 +46,27 @@ def hot_path_labels(graph: Any) -> list[str]:
     return [str(graph.nodes[node].get("label", node)) for node in graph.graph.get("hot_path", [])]
 
 
+def _print_written(console: Any, path: Path, graph: Any, prefix: str = "", indent: str = "") -> None:
+    """``wrote PATH: N nodes, M edges`` and the hot path below it (terminal-safe)."""
+    from tracer.render.escape import terminal
+
+    console.print(
+        f"{prefix}wrote {terminal(path)}: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges"
+    )
+    hot = hot_path_labels(graph)
+    if hot:
+        console.print(f"{indent}hot path: " + " → ".join(terminal(label) for label in hot[1:]))
+
+
 @click.command(name="graph")
 @click.argument("trace", type=click.Path(exists=True))
 @trace_options
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, writable=True),
-    help=(
-        "Output file; the suffix picks the format: .svg .png .pdf .dot .graphml .json [default: TRACE-NAME.svg]. "
-        "For a directory: one file per rank, OUTPUT-rank<N>.svg."
-    ),
+@output_option(
+    "Output file; the suffix picks the format: .svg .png .pdf .dot .graphml .json [default: TRACE-NAME.svg]. "
+    "For a directory: one file per rank, OUTPUT-rank<N>.svg."
 )
-@click.option(
-    "--top", type=click.IntRange(min=1), default=12, show_default=True, help="Findings drawn in full."
-)
-@click.option(
-    "--min-share",
-    type=click.FloatRange(min=0, max=100),
-    default=0.5,
-    show_default=True,
-    help="Findings under this percent of GPU time fold into 'other'.",
-)
+@top_option(12, "Findings drawn in full.")
+@min_share_option("Findings under this percent of GPU time fold into 'other'.")
 @ranks_match_option
 @click.option("--json", "as_json", is_flag=True, help="Print the graph as node-link JSON on stdout.")
 @reports_input_errors
@@ -79,45 +87,40 @@ def command(
     """
     from tracer.graph import build_graph, node_link
 
+    def draw(analysis: Any) -> Any:
+        return build_graph(analysis, top=top, min_share=min_share / 100)
+
     if Path(trace).is_dir():
-        _graph_ranks(trace, options, output, top, min_share, ranks_match, as_json)
+        _graph_ranks(trace, options, ranks_match, draw, output, as_json)
         return
-    analysis = analyse(trace, options)
-    graph = build_graph(analysis, top=top, min_share=min_share / 100)
+    graph = draw(analyse(trace, options))
     if as_json:
         if output:
             write_graph_file(graph, Path(output))
         print_json(node_link(graph))
         return
     path = write_graph_file(graph, Path(output) if output else derived_output(trace, ".svg"))
-    console = stdout_console()
-    from tracer.render.escape import terminal
-
-    console.print(f"wrote {terminal(path)}: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges")
-    hot = hot_path_labels(graph)
-    if hot:
-        console.print("hot path: " + " → ".join(terminal(label) for label in hot[1:]))
+    _print_written(stdout_console(), path, graph)
 
 
 def _graph_ranks(
     directory: str,
     options: TraceOptions,
-    output: str | None,
-    top: int,
-    min_share: float,
     ranks_match: str | None,
+    draw: Callable[[Any], Any],
+    output: str | None,
     as_json: bool,
 ) -> None:
     """One graph per rank of a directory of per-rank traces, written to ``NAME-rank<N>.<suffix>``."""
     from tracer.explain.ranks import rank_labels
-    from tracer.graph import build_graph, node_link
+    from tracer.graph import node_link
     from tracer.render.escape import terminal
 
     report = analyse_ranks(directory, options, ranks_match)
     base = base_output(output, directory, ".svg")
     written = []
     for label, result in zip(rank_labels(report.ranks), report.ranks):
-        graph = build_graph(result.analysis, top=top, min_share=min_share / 100)
+        graph = draw(result.analysis)
         path = write_graph_file(graph, rank_output(base, label)) if output or not as_json else None
         written.append((result, path, graph))
     if as_json:
@@ -139,12 +142,6 @@ def _graph_ranks(
         return
     console = stdout_console()
     for result, path, graph in written:
-        console.print(
-            f"rank {result.rank}: wrote {terminal(path)}: {graph.number_of_nodes()} nodes, "
-            f"{graph.number_of_edges()} edges"
-        )
-        hot = hot_path_labels(graph)
-        if hot:
-            console.print("  hot path: " + " → ".join(terminal(label) for label in hot[1:]))
+        _print_written(console, path, graph, prefix=f"rank {result.rank}: ", indent="  ")
     for note in report.notes:
         console.print(f"note: {terminal(note)}")

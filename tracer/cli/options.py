@@ -1,4 +1,4 @@
-"""Options every trace-reading command shares (--source, --sites, --layers, ...) and default output names."""
+"""Options the trace-reading commands share (--source, --sites, ..., -o, --top) and default output names."""
 
 from __future__ import annotations
 
@@ -13,6 +13,27 @@ import click
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
 MAX_STEM = 160
+
+OptionDecorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+source_option = click.option(
+    "--source",
+    "source",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=True, dir_okay=True),
+    help="Root of the code that ran (repeatable): finds source lines and scans for sites.",
+)
+sites_option = click.option(
+    "--sites",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Sites file from `kerneltrace scan`.",
+)
+capture_option = click.option(
+    "--capture",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Trace of the profiled CUDA-graph capture, when TRACE holds only the replays (repeatable).",
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +55,19 @@ class TraceOptions:
 
         return TraceWindow.parse(self.window, self.steps)
 
+    def explain_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of `tracer.api.explain_trace` (and `explain_ranks`) these stand for."""
+        return {
+            "source": self.source,
+            "sites": self.sites,
+            "layers": self.layers,
+            "config": self.config,
+            "step_range": self.step_range,
+            "peak_gbps": self.peak_gbps,
+            "capture": self.capture or None,
+            "window": self.trace_window(),
+        }
+
 
 _OPTION_NAMES = tuple(TraceOptions.__dataclass_fields__)
 
@@ -47,18 +81,8 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
         return func(*args, options=options, **kwargs)
 
     decorators = [
-        click.option(
-            "--source",
-            "source",
-            multiple=True,
-            type=click.Path(exists=True, file_okay=True, dir_okay=True),
-            help="Root of the code that ran (repeatable): finds source lines and scans for sites.",
-        ),
-        click.option(
-            "--sites",
-            type=click.Path(exists=True, dir_okay=False),
-            help="Sites file from `kerneltrace scan`.",
-        ),
+        source_option,
+        sites_option,
         click.option(
             "--layers", type=click.IntRange(min=1), help="Number of model layers (explains calls/step)."
         ),
@@ -69,12 +93,7 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--peak-gbps", type=click.FloatRange(min=0, min_open=True), help="Device peak bandwidth, GB/s."
         ),
-        click.option(
-            "--capture",
-            multiple=True,
-            type=click.Path(exists=True, dir_okay=False),
-            help="Trace of the profiled CUDA-graph capture, when TRACE holds only the replays (repeatable).",
-        ),
+        capture_option,
         *window_options(),
     ]
     for decorator in reversed(decorators):
@@ -82,7 +101,7 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return collected
 
 
-def window_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+def window_options() -> list[OptionDecorator]:
     """--window and --steps: load only part of a trace (one too big for memory, or one step)."""
     return [
         click.option(
@@ -99,21 +118,30 @@ def window_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]
     ]
 
 
-def analyse(trace: str, options: TraceOptions):  # -> tracer.model.Analysis
+def output_option(help: str) -> OptionDecorator:
+    """-o/--output: the one file a command writes; `help` says what goes there and its default name."""
+    return click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help=help)
+
+
+def top_option(default: int | None, help: str, name: str = "--top") -> OptionDecorator:
+    """--top N (N >= 1): how many findings or origins a command shows or draws."""
+    return click.option(
+        name, type=click.IntRange(min=1), default=default, show_default=default is not None, help=help
+    )
+
+
+def min_share_option(help: str) -> OptionDecorator:
+    """--min-share PERCENT: findings under it fold into one 'other' node of the drawn graph."""
+    return click.option(
+        "--min-share", type=click.FloatRange(min=0, max=100), default=0.5, show_default=True, help=help
+    )
+
+
+def analyse(trace: str | Path, options: TraceOptions):  # -> tracer.model.Analysis
     """The `Analysis` of `trace` through the one facade every command uses."""
     from tracer.api import explain_trace
 
-    return explain_trace(
-        trace,
-        source=options.source,
-        sites=options.sites,
-        layers=options.layers,
-        config=options.config,
-        step_range=options.step_range,
-        peak_gbps=options.peak_gbps,
-        capture=options.capture or None,
-        window=options.trace_window(),
-    )
+    return explain_trace(trace, **options.explain_arguments())
 
 
 def derived_output(trace: str, suffix: str, directory: str | Path = ".") -> Path:

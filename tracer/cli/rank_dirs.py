@@ -23,18 +23,7 @@ def analyse_ranks(directory: str | Path, options: TraceOptions, select: str | No
     """The `RankReport` of a directory of per-rank traces, analysed with the shared trace options."""
     from tracer.explain.ranks import explain_ranks
 
-    return explain_ranks(
-        Path(directory),
-        select=select,
-        source=options.source,
-        sites=options.sites,
-        layers=options.layers,
-        config=options.config,
-        step_range=options.step_range,
-        peak_gbps=options.peak_gbps,
-        capture=options.capture or None,
-        window=options.trace_window(),
-    )
+    return explain_ranks(Path(directory), select=select, **options.explain_arguments())
 
 
 def base_output(output: str | None, directory: str | Path, suffix: str) -> Path:

@@ -2,40 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
-from tracer.cli.options import TraceOptions, analyse, derived_output, trace_options
+from tracer.cli.options import (
+    TraceOptions,
+    analyse,
+    derived_output,
+    min_share_option,
+    output_option,
+    top_option,
+    trace_options,
+)
 from tracer.cli.rank_dirs import analyse_ranks, base_output, rank_output, ranks_match_option
 
 
 @click.command(name="report")
 @click.argument("trace", type=click.Path(exists=True))
 @trace_options
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, writable=True),
-    help=(
-        "HTML file to write [default: TRACE-NAME.report.html]. For a directory: the combined page; "
-        "each rank's report goes beside it as NAME-rank<N>.report.html."
-    ),
+@output_option(
+    "HTML file to write [default: TRACE-NAME.report.html]. For a directory: the combined page; "
+    "each rank's report goes beside it as NAME-rank<N>.report.html."
 )
-@click.option(
-    "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Findings in the report."
-)
-@click.option(
-    "--graph-top", type=click.IntRange(min=1), default=12, show_default=True, help="Findings drawn in full."
-)
-@click.option(
-    "--min-share",
-    type=click.FloatRange(min=0, max=100),
-    default=0.5,
-    show_default=True,
-    help="Findings under this percent of GPU time fold into 'other' in the graph.",
-)
+@top_option(20, "Findings in the report.")
+@top_option(12, "Findings drawn in full.", name="--graph-top")
+@min_share_option("Findings under this percent of GPU time fold into 'other' in the graph.")
 @ranks_match_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @reports_input_errors
@@ -59,53 +54,45 @@ def command(
     from tracer.render.escape import terminal
     from tracer.render.html import render_report, write_report
 
+    def write(analysis: Any, path: Path) -> tuple[Path, int, int]:
+        """One analysis's report at `path`: (the path written, findings shown, graph nodes)."""
+        graph = build_graph(analysis, top=graph_top, min_share=min_share / 100)
+        written = write_report(render_report(analysis, graph, source_roots=options.source, top=top), path)
+        return written, min(top, len(analysis.findings)), graph.number_of_nodes()
+
     if Path(trace).is_dir():
-        _report_ranks(trace, options, output, top, graph_top, min_share, ranks_match, as_json)
+        _report_ranks(trace, options, ranks_match, write, output, top, as_json)
         return
-    analysis = analyse(trace, options)
-    graph = build_graph(analysis, top=graph_top, min_share=min_share / 100)
-    path = write_report(
-        render_report(analysis, graph, source_roots=options.source, top=top),
-        Path(output) if output else derived_output(trace, ".report.html"),
+    path, shown, nodes = write(
+        analyse(trace, options), Path(output) if output else derived_output(trace, ".report.html")
     )
-    shown = min(top, len(analysis.findings))
     if as_json:
-        print_json({"output": str(path), "findings": shown, "graph_nodes": graph.number_of_nodes()})
+        print_json({"output": str(path), "findings": shown, "graph_nodes": nodes})
         return
-    stdout_console().print(
-        f"wrote {terminal(path)}: {shown} findings, graph of {graph.number_of_nodes()} nodes"
-    )
+    stdout_console().print(f"wrote {terminal(path)}: {shown} findings, graph of {nodes} nodes")
 
 
 def _report_ranks(
     directory: str,
     options: TraceOptions,
+    ranks_match: str | None,
+    write: Callable[[Any, Path], tuple[Path, int, int]],
     output: str | None,
     top: int,
-    graph_top: int,
-    min_share: float,
-    ranks_match: str | None,
     as_json: bool,
 ) -> None:
     """One report per rank beside a combined page that links them."""
     from tracer.explain.ranks import rank_labels
-    from tracer.graph import build_graph
     from tracer.render.escape import terminal
-    from tracer.render.html import render_report, write_report
+    from tracer.render.html import write_report
     from tracer.render.ranks import rank_report_html
 
     report = analyse_ranks(directory, options, ranks_match)
     combined = base_output(output, directory, ".report.html")
-    written = []
-    for label, result in zip(rank_labels(report.ranks), report.ranks):
-        graph = build_graph(result.analysis, top=graph_top, min_share=min_share / 100)
-        path = write_report(
-            render_report(result.analysis, graph, source_roots=options.source, top=top),
-            rank_output(combined, label),
-        )
-        written.append(
-            (label, result, path, min(top, len(result.analysis.findings)), graph.number_of_nodes())
-        )
+    written = [
+        (label, result, *write(result.analysis, rank_output(combined, label)))
+        for label, result in zip(rank_labels(report.ranks), report.ranks)
+    ]
     pages = {label: path.name for label, _, path, _, _ in written}  # beside the combined page
     write_report(rank_report_html(report, pages, top=top), combined)
     if as_json:

@@ -9,10 +9,8 @@ import click
 from tracer.cli.common import print_json, reports_input_errors, stdout_console
 from tracer.errors import InputError
 
-
-@click.command(name="rules")
-@click.option("--explain", "code", metavar="CODE", help="Explain one rule, e.g. KT101.")
-@click.option(
+# --rules DIR: extra rule files, for `rules` and `scan` alike.
+rules_dirs_option = click.option(
     "--rules",
     "rules_dirs",
     multiple=True,
@@ -20,6 +18,11 @@ from tracer.errors import InputError
     metavar="DIR",
     help="Add the *.toml rule files in DIR (repeatable).",
 )
+
+
+@click.command(name="rules")
+@click.option("--explain", "code", metavar="CODE", help="Explain one rule, e.g. KT101.")
+@rules_dirs_option
 @click.option("--json", "as_json", is_flag=True, help="Machine output on stdout.")
 @reports_input_errors
 def command(code: str | None, rules_dirs: tuple[Path, ...], as_json: bool) -> None:

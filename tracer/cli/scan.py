@@ -15,6 +15,7 @@ from tracer.cli.common import (
     stderr_console,
     stdout_console,
 )
+from tracer.cli.rules import rules_dirs_option
 
 
 @click.command(name="scan")
@@ -24,14 +25,7 @@ from tracer.cli.common import (
 )
 @click.option("--preset", "presets", multiple=True, metavar="NAME", help="Scan a preset, e.g. sglang-hot.")
 @click.option("--include", multiple=True, metavar="GLOB", help="Only files whose path matches (repeatable).")
-@click.option(
-    "--rules",
-    "rules_dirs",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    help="Add the *.toml rule files in DIR (repeatable).",
-)
+@rules_dirs_option
 @click.option(
     "--top",
     type=click.IntRange(min=0),

@@ -88,29 +88,15 @@ class OriginBuilder:
             target, source_dtype = copy_dtypes(table.name[anchor], table.args[anchor])
         context = (frame_chain, op_chain, range_chain, replay, k, n, target, source_dtype, signature)
         found = self._by_context.get(context)
-        if found is not None:
+        if found is not None:  # most events: a context seen before (each layer of each step)
             return found
-        origin = self._build(
-            join,
-            anchor,
-            replay,
-            frame_chain,
-            op_chain,
-            range_chain,
-            user,
-            call,
-            k,
-            n,
-            target,
-            source_dtype,
-            observed,
+        return self._intern(
+            context,
+            lambda: self._build(
+                join, anchor, replay, frame_chain, op_chain, range_chain, user, call, k, n, target,
+                source_dtype, observed
+            ),
         )
-        index = self._origin_index.get(origin)
-        if index is None:
-            index = self._origin_index[origin] = len(self.origins)
-            self.origins.append(origin)
-        self._by_context[context] = index
-        return index
 
     def _backward(self, join: _Join, forward: int, op_chain: int, range_chain: int, calls: CallOrder) -> int:
         """A backward op is explained by its forward op's line (autograd's fwdbwd flow links them)."""

@@ -208,19 +208,33 @@ def tensor_parallel_rank() -> int:
 
 
 def partial_path(path: Path) -> Path:
-    """Where a trace is written before it is renamed into place (hidden; not a ``.json.gz`` name)."""
+    """Where the gzip trace is written before it is renamed into place (hidden; not a trace name)."""
     return path.with_name(f".{path.name}.{os.getpid()}.partial.gz")
 
 
 def write_trace(profiler: Any, path: Path) -> Path:
-    """Export `profiler`'s trace to `path` (gzip) atomically: all of it, or nothing there."""
+    """Export `profiler`'s trace to `path` (gzip) atomically: all of it, or nothing there.
+
+    torch writes the JSON and we compress it in 1 MiB blocks at level 6: torch's own ``.gz`` export
+    feeds gzip line by line, 3x slower (0.66 s vs 0.22 s for an 11 MB trace here). A profiler's
+    trace can be exported only once.
+    """
+    import gzip
+    import shutil
+
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = partial_path(path)
+    plain = partial.with_suffix(".plain")  # torch's JSON, before compression
     try:
-        profiler.export_chrome_trace(str(partial))
+        profiler.export_chrome_trace(str(plain))
+        with open(plain, "rb") as source, gzip.open(partial, "wb", compresslevel=6) as target:
+            shutil.copyfileobj(source, target, 1 << 20)
         os.replace(partial, path)
     except BaseException:
         with contextlib.suppress(OSError):
             partial.unlink()
         raise
+    finally:
+        with contextlib.suppress(OSError):
+            plain.unlink()
     return path
