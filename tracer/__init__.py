@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 
-def profile(*args, **kwargs):  # noqa: ANN002, ANN003 - the signature is tracer.instrument.profile's
+def profile(*args, **kwargs):  # the signature is tracer.instrument.profile's
     """`tracer.instrument.profile`: record a run with kerneltrace's ranges (imports torch lazily)."""
     from tracer.instrument import profile as instrumented_profile
 

@@ -30,7 +30,7 @@ class LazyGroup(click.Group):
     Usage errors (a missing file, a bad option value) print as one line, like input errors.
     """
 
-    def main(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - click's own signature
+    def main(self, *args, **kwargs):  # click's own signature
         kwargs.pop("standalone_mode", None)
         try:
             return super().main(*args, standalone_mode=False, **kwargs)
