@@ -47,3 +47,16 @@ def sglang_root() -> Path:
     if spec is None or spec.origin is None:
         pytest.fail("sglang is not installed: run `make setup`")
     return Path(spec.origin).resolve().parent.parent
+
+
+@pytest.fixture
+def cpu_profile():
+    """torch.profiler on CPU, without Python stacks (kerneltrace's ranges give the lines)."""
+    import torch
+
+    def start(**options):
+        return torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False, **options
+        )
+
+    return start

@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from tracer.static import scan
 
@@ -63,15 +62,6 @@ def sample_package(tmp_path, monkeypatch):
 def sample_sites(sample_package):
     return scan([sample_package / "sites.py"], cache_dir=False).sites
 
-
-@pytest.fixture
-def cpu_profile():
-    def start(**options):
-        return torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False, **options
-        )
-
-    return start
 
 
 def user_ranges(path: Path) -> list[str]:

@@ -18,7 +18,6 @@ import sys
 import types
 
 import pytest
-import torch
 
 STAND_IN_VERSION = "0.0.0"
 
@@ -138,14 +137,3 @@ def loaded_plugin(reference_outputs, unhooked_capture_outputs):
     if plugin._state["instrumentation"] is not None:
         plugin._state["instrumentation"].uninstall()
 
-
-@pytest.fixture
-def cpu_profile():
-    """torch.profiler on CPU, without Python stacks (the ranges give the lines)."""
-
-    def start(**options):
-        return torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False, **options
-        )
-
-    return start

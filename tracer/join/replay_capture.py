@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracer.join.replay_report import CapturedGraph
-from tracer.model.events import NONE, Cat, EventTable, Trace
+from tracer.model.events import INT_COLUMNS, NONE, Cat, EventTable, Trace
 from tracer.model.origin import Origin
 from tracer.model.site import Site
 
@@ -185,18 +185,7 @@ def _capture_join_trace(trace: Trace, captures: list[Capture]) -> tuple[Trace, l
             keep.append(r)
     index = {r: i for i, r in enumerate(keep)}
     sub = EventTable()
-    for name in (
-        "cat",
-        "pid",
-        "tid",
-        "ts_ns",
-        "dur_ns",
-        "ext_id",
-        "correlation",
-        "py_id",
-        "py_parent",
-        "raw_index",
-    ):
+    for name in INT_COLUMNS:
         column = getattr(table, name)
         setattr(sub, name, array(column.typecode, (column[r] for r in keep)))
     sub.name = [table.name[r] for r in keep]

@@ -13,10 +13,10 @@ from tracer.load.chunks import Unchunkable, parse_in_chunks
 from tracer.load.columns import EventTableBuilder
 from tracer.load.memory import check_memory, json_size
 from tracer.load.meta import trace_meta
-from tracer.load.parallel import _INT_COLUMNS, parse_in_workers, worker_count
+from tracer.load.parallel import parse_in_workers, worker_count
 from tracer.load.source import check_readable, is_gzip, read_blocks
 from tracer.load.window import TraceWindow, resolve_window
-from tracer.model.events import Cat, EventTable, Trace
+from tracer.model.events import INT_COLUMNS, Cat, EventTable, Trace
 
 __all__ = ["TraceWindow", "load_trace"]
 
@@ -128,7 +128,7 @@ def _without_unlaunched(table: EventTable) -> tuple[EventTable, int]:
     if len(keep) == len(table):
         return table, 0
     out = EventTable()
-    for name in _INT_COLUMNS:
+    for name in INT_COLUMNS:
         column = getattr(table, name)
         getattr(out, name).extend(column[row] for row in keep)
     out.name.extend(table.name[row] for row in keep)

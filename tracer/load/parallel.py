@@ -22,20 +22,9 @@ import orjson
 from tracer.load.chunks import EventChunks, Unchunkable
 from tracer.load.columns import EventTableBuilder
 from tracer.load.window import WindowBounds
+from tracer.model.events import INT_COLUMNS
 
 PARALLEL_MIN_BYTES = 48 << 20  # below this, starting workers costs more than it saves
-_INT_COLUMNS = (
-    "cat",
-    "pid",
-    "tid",
-    "ts_ns",
-    "dur_ns",
-    "ext_id",
-    "correlation",
-    "py_id",
-    "py_parent",
-    "raw_index",
-)
 
 
 def worker_count(size_bytes: int) -> int:
@@ -99,7 +88,7 @@ def parse_chunk(raw: bytes, bounds: WindowBounds | None = None) -> ChunkColumns:
     return ChunkColumns(
         rows=len(table),
         events=count,
-        ints={name: getattr(table, name).tobytes() for name in _INT_COLUMNS},
+        ints={name: getattr(table, name).tobytes() for name in INT_COLUMNS},
         names=list(distinct_names),
         name_index=name_index.tobytes(),
         args=args_list,
@@ -134,7 +123,7 @@ def parse_in_workers(blocks: Iterable[bytes], builder: EventTableBuilder, worker
 def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> int:
     """Parent side: append one chunk's columns to the table; returns the next chunk's first index."""
     table = builder.table
-    for name in _INT_COLUMNS:
+    for name in INT_COLUMNS:
         column = getattr(table, name)
         if name == "raw_index":
             local = array("q")

@@ -49,6 +49,21 @@ CATEGORY_NAMES: dict[str, Cat] = {
 }
 
 
+# The integer columns of `EventTable` (every column but `name` and `args`), for code that copies rows.
+INT_COLUMNS = (
+    "cat",
+    "pid",
+    "tid",
+    "ts_ns",
+    "dur_ns",
+    "ext_id",
+    "correlation",
+    "py_id",
+    "py_parent",
+    "raw_index",
+)
+
+
 @dataclass
 class EventTable:
     """Columns of the trace's duration events. Append with `add`; read the columns directly."""
