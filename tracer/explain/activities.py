@@ -26,6 +26,9 @@ class Activity:
     launch: int = NONE
 
 
+_GPU_CATS = frozenset(int(c) for c in Cat if c.is_gpu)  # ints: no Cat(...) per row
+
+
 def has_gpu_events(trace: Trace) -> bool:
     return bool(rows_of(trace.events, Cat.KERNEL, Cat.MEMCPY, Cat.MEMSET))
 
@@ -36,7 +39,7 @@ def gpu_activities(attributions: Attributions) -> list[Activity]:
     launch_ts = _launch_times(attributions)
     out = []
     for i, row in enumerate(attributions.gpu_rows):
-        if not Cat(events.cat[row]).is_gpu:
+        if events.cat[row] not in _GPU_CATS:
             continue
         op = attributions.op_rows[i]
         when = events.ts_ns[op] if op != NONE else launch_ts.get(events.correlation[row], events.ts_ns[row])

@@ -30,7 +30,8 @@ def analyse(
     trace = attributions.trace
     events = trace.events
     tree = OpTree(events)
-    gpu_rows = [r for r in attributions.gpu_rows if Cat(events.cat[r]).is_gpu]
+    gpu_cats = {int(c) for c in Cat if c.is_gpu}  # ints: no Cat(...) per row
+    gpu_rows = [r for r in attributions.gpu_rows if events.cat[r] in gpu_cats]
     time_basis = "gpu" if gpu_rows or has_gpu_events(trace) else "cpu"
     notes: list[str] = list(trace.notes)
 

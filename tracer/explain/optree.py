@@ -7,6 +7,7 @@ calls whose waste is checked; a CPU-only trace needs every thread (self times).
 from __future__ import annotations
 
 import bisect
+from array import array
 
 from tracer.model.events import NONE, Cat, EventTable
 
@@ -29,8 +30,9 @@ class OpTree:
     def __init__(self, events: EventTable) -> None:
         self.events = events
         self._by_thread: dict[tuple[int, int], list[int]] | None = None
-        self.parent: dict[int, int] = {}
-        self.child_ns: dict[int, int] = {}
+        self.parent = array("q", [NONE]) * len(events)  # by row: cheaper to fill than a dict
+        self.child_ns: dict[int, int] = {}  # filled per thread on the first self_ns (CPU traces)
+        self._child_ns_done: set[tuple[int, int]] = set()
         self.thread_rows: dict[tuple[int, int], list[int]] = {}
         self.thread_starts: dict[tuple[int, int], list[int]] = {}
 
@@ -43,43 +45,60 @@ class OpTree:
     def _build(self, thread: tuple[int, int]) -> None:
         import numpy as np
 
+        from tracer.join.columns import column, group_by_thread
+
         events = self.events
         if self._by_thread is None:
-            self._by_thread = {}
-            for row in rows_of(events, Cat.CPU_OP):
-                self._by_thread.setdefault((events.pid[row], events.tid[row]), []).append(row)
+            cpu_ops = np.flatnonzero(column(events.cat) == int(Cat.CPU_OP))
+            self._by_thread = group_by_thread(events, cpu_ops)
         rows = self._by_thread.get(thread, [])
+        starts: list[int] = []
+        ends: list[int] = []
         if rows:
             index = np.asarray(rows, dtype=np.int64)
-            ts = np.frombuffer(events.ts_ns, dtype=np.int64)[index]
-            dur = np.frombuffer(events.dur_ns, dtype=np.int64)[index]
-            rows = index[np.lexsort((-dur, ts))].tolist()  # by start, longer first (parents first)
+            ts = column(events.ts_ns)[index]
+            dur = column(events.dur_ns)[index]
+            order = np.lexsort((-dur, ts))  # by start, longer first (parents first)
+            rows = index[order].tolist()
+            starts = ts[order].tolist()
+            ends = (ts[order] + dur[order]).tolist()
         self.thread_rows[thread] = rows
-        ts_col, dur_col = events.ts_ns, events.dur_ns
-        self.thread_starts[thread] = [ts_col[r] for r in rows]
+        self.thread_starts[thread] = starts
         stack: list[int] = []
-        parent, child_ns = self.parent, self.child_ns
-        for row in rows:
-            start = ts_col[row]
-            while stack and ts_col[stack[-1]] + dur_col[stack[-1]] <= start:
+        stack_ends: list[int] = []
+        parent = self.parent
+        for row, start, end in zip(rows, starts, ends):
+            while stack_ends and stack_ends[-1] <= start:
                 stack.pop()
+                stack_ends.pop()
             if stack:
                 parent[row] = stack[-1]
-                child_ns[stack[-1]] = child_ns.get(stack[-1], 0) + dur_col[row]
             stack.append(row)
+            stack_ends.append(end)
+
+    def _sum_children(self, thread: tuple[int, int]) -> None:
+        """child_ns of the thread's ops: the time of their direct children (integer sums)."""
+        self._child_ns_done.add(thread)
+        parent, child_ns, dur = self.parent, self.child_ns, self.events.dur_ns
+        for row in self.thread_rows[thread]:
+            top = parent[row]
+            if top != NONE:
+                child_ns[top] = child_ns.get(top, 0) + dur[row]
 
     def self_ns(self, row: int) -> int:
-        self._thread(row)
+        thread = self._thread(row)
+        if thread not in self._child_ns_done:
+            self._sum_children(thread)
         return max(0, self.events.dur_ns[row] - self.child_ns.get(row, 0))
 
     def ancestors(self, row: int) -> list[int]:
         """Enclosing cpu_ops of ``row``, innermost first."""
         self._thread(row)
         out = []
-        parent = self.parent.get(row, NONE)
+        parent = self.parent[row]
         while parent != NONE:
             out.append(parent)
-            parent = self.parent.get(parent, NONE)
+            parent = self.parent[parent]
         return out
 
     def following(self, row: int, limit: int = 8) -> list[int]:

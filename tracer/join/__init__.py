@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracer.join.attribute import attribute
+from tracer.join.columns import column, rows_where
 from tracer.join.frames import is_user_frame, parse_frame
 from tracer.join.source_lines import SourceLines
 from tracer.model.events import Cat, Trace
@@ -31,7 +32,8 @@ __all__ = ["attribute", "sites_for_trace", "trace_source_files"]
 def trace_source_files(trace: Trace, source_roots: Sequence[str | Path]) -> list[Path]:
     """The files under `source_roots` that the trace's Python frames name (user code only)."""
     table = trace.events
-    names = {table.name[r] for r, c in enumerate(table.cat) if c == Cat.PYTHON_FUNCTION}
+    name = table.name
+    names = {name[r] for r in rows_where(column(table.cat), (Cat.PYTHON_FUNCTION,)).tolist()}
     files = {parse_frame(name).file for name in names if is_user_frame(name)}
     source = SourceLines(source_roots)
     found = {source.find(file) for file in files}

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracer.join.calls import CallOrder
+from tracer.join.columns import column, first_row_by_value, group_by_thread, rows_where
 from tracer.join.frames import is_user_frame
 from tracer.join.nesting import by_start, enclosing_parents, frames_around
 from tracer.join.origins import OriginBuilder
@@ -58,6 +59,7 @@ class _Join:
         self.frame_parents = array("q", [NONE]) * n
         self.top_ops: set[int] = set()
         self.innermost_frame: dict[int, int] = {}
+        self._user_above: dict[int, tuple[int, int]] = {}  # non-user frame -> (U, C), see user_call
 
     # -- the pipeline -------------------------------------------------------------------------
     def run(self) -> Attributions:
@@ -85,31 +87,16 @@ class _Join:
         return result
 
     def _index(self):
-        """One pass over the table: GPU rows, launches by correlation, ops by External id, threads."""
+        """Numpy passes over the columns: GPU rows, launches by correlation, ops by External id, threads."""
         table = self.table
-        gpu_rows: list[int] = []
-        launches: dict[int, int] = {}
-        op_by_ext: dict[int, int] = {}
-        op_threads: dict[tuple[int, int], list[int]] = defaultdict(list)
-        frame_threads: dict[tuple[int, int], list[int]] = defaultdict(list)
-        kernel, memcpy, memset = _GPU
-        runtime, driver = _LAUNCH
-        rows = zip(table.cat, table.pid, table.tid, table.ext_id, table.correlation)
-        for row, (cat, pid, tid, ext, corr) in enumerate(rows):
-            if cat == _PYTHON:
-                frame_threads[(pid, tid)].append(row)
-            elif cat == _CPU_OP:
-                op_threads[(pid, tid)].append(row)
-                if ext != NONE and ext not in op_by_ext:
-                    op_by_ext[ext] = row
-            elif cat == kernel or cat == memcpy or cat == memset:
-                gpu_rows.append(row)
-            elif cat == runtime or cat == driver:
-                op_threads[(pid, tid)].append(row)
-                if corr != NONE:
-                    launches[corr] = row
-            elif cat == _RANGE:
-                op_threads[(pid, tid)].append(row)
+        cat = column(table.cat)
+        op_family = rows_where(cat, (_CPU_OP, _RANGE, *_LAUNCH))
+        op_threads = group_by_thread(table, op_family)
+        frame_threads = group_by_thread(table, rows_where(cat, (_PYTHON,)))
+        gpu_rows = rows_where(cat, _GPU).tolist()
+        # The first op of each External id; the last launch of each correlation id.
+        op_by_ext = first_row_by_value(column(table.ext_id), rows_where(cat, (_CPU_OP,)), NONE)
+        launches = first_row_by_value(column(table.correlation), rows_where(cat, _LAUNCH), NONE, last=True)
         return gpu_rows, launches, op_by_ext, op_threads, frame_threads
 
     def _launching_ops(self, gpu_rows, launches, op_by_ext):
@@ -185,11 +172,18 @@ class _Join:
         C is U's child frame on the way down (a builtin such as ``.to``, a module call, a torch
         function), or, when the op runs directly in U (``x[i] = v``), the outermost op itself.
         """
-        names, parents = self.table.name, self.frame_parents
+        names = self.table.name
         if frame == NONE:
             return NONE, NONE
         if is_user_frame(names[frame]):
             return frame, self.outermost_op(anchor)
+        found = self._user_above.get(frame)
+        if found is None:  # the walk up depends on the frame only: many anchors share it
+            found = self._user_above[frame] = self._walk_to_user(frame)
+        return found
+
+    def _walk_to_user(self, frame: int) -> tuple[int, int]:
+        names, parents = self.table.name, self.frame_parents
         child, cur = frame, parents[frame]
         while cur != NONE and not is_user_frame(names[cur]):
             child, cur = cur, parents[cur]

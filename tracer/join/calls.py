@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from tracer.join.columns import column
 from tracer.join.frames import builtin_name, is_builtin, parse_call_from, parse_frame, same_file
 from tracer.join.sites import OP_METHODS
 from tracer.join.source_calls import MODULE_CALL, OPERATOR_ALIASES, STORE_OPS
@@ -25,7 +27,6 @@ class CallOrder:
         self._children: dict[int, list[int]] | None = None
         self._observed: dict[int, tuple[int, Counter]] = {}
         self._signatures: dict[tuple[str, ...], int] = {}
-        self._sorted: set[int] = set()
 
     def observed(self, user: int) -> tuple[int, Counter]:
         """(signature, counts) of what one run of U called, by source-comparable name.
@@ -62,30 +63,37 @@ class CallOrder:
         """U's child frames and direct top-level ops, in time order."""
         if self._children is None:
             self._children = self._index_children()
-        calls = self._children.get(user)
-        if calls is None:
-            return []
-        if user not in self._sorted:
-            ts = self.join.table.ts_ns
-            calls.sort(key=ts.__getitem__)
-            self._sorted.add(user)
-        return calls
+        return self._children.get(user, [])
 
     def _index_children(self) -> dict[int, list[int]]:
-        """Child frames and direct top-level ops of every frame (only frames that have any)."""
+        """Child frames and direct top-level ops of every frame (only frames that have any), by start.
+
+        Numpy groups them by parent and sorts each group by start time; the sort is stable, so
+        equal starts keep the order a per-row loop would append them in (threads in turn, each
+        by start, then the top-level ops).
+        """
+        import numpy as np
+
         join = self.join
-        children: dict[int, list[int]] = defaultdict(list)
-        parents = join.frame_parents
-        for ordered in join.sorted_frames.values():
-            for row in ordered:
-                parent = parents[row]
-                if parent != NONE:
-                    children[parent].append(row)
-        for row in join.top_ops:
-            frame = join.innermost_frame.get(row, NONE)
-            if frame != NONE:
-                children[frame].append(row)
-        return children
+        innermost = join.innermost_frame
+        top_ops = [row for row in join.top_ops if innermost.get(row, NONE) != NONE]
+        pieces = [np.asarray(rows, dtype=np.int64) for rows in join.sorted_frames.values()]
+        frames = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+        parents = column(join.frame_parents)[frames]
+        has_parent = parents != NONE
+        rows = np.concatenate([frames[has_parent], np.asarray(top_ops, dtype=np.int64)])
+        parents = np.concatenate(
+            [parents[has_parent], np.asarray([innermost[row] for row in top_ops], dtype=np.int64)]
+        )
+        if len(rows) == 0:
+            return {}
+        order = np.lexsort((column(join.table.ts_ns)[rows], parents))
+        parents = parents[order]
+        cuts = (np.flatnonzero(parents[1:] != parents[:-1]) + 1).tolist()
+        starts, ends = [0, *cuts], [*cuts, len(parents)]
+        ordered = rows[order].tolist()
+        keys = parents[starts].tolist()
+        return {key: ordered[a:b] for key, a, b in zip(keys, starts, ends)}
 
 
 def source_key(name: str, cat: int) -> str:
@@ -103,6 +111,7 @@ def source_key(name: str, cat: int) -> str:
     return parse_frame(name).function
 
 
+@lru_cache(maxsize=65536)  # as source_key
 def call_name(name: str) -> str:
     """What makes calls "the same" for ordering: the builtin's method, any module, else the name."""
     if is_builtin(name):

@@ -56,6 +56,7 @@ def is_library_file(file: str) -> bool:
     return stem in _STDLIB or stem.startswith("_collections_abc")
 
 
+@lru_cache(maxsize=65536)  # asked for every frame on every chain; names repeat
 def is_user_frame(name: str) -> bool:
     """A frame of the user's code: not a builtin, not an ``nn.Module:`` marker, not torch or stdlib."""
     if name.startswith(("<built-in", "nn.Module: ")):

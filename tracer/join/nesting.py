@@ -11,6 +11,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Sequence
 
+from tracer.join.columns import column, sorted_by_start
 from tracer.model.events import NONE, Cat, EventTable
 
 # Rounding ts and dur to ns separately can leave a child 1-2 ns past its parent's end.
@@ -20,9 +21,21 @@ _DUR_BITS = 42  # durations below 2**42 ns (73 minutes) sort under their start t
 
 def by_start(table: EventTable, rows: Iterable[int]) -> list[int]:
     """Rows by start time, longer first at equal starts (so a parent precedes its children)."""
+    ordered = sorted_by_start(table, rows)  # numpy: the same order, without a Python key per row
+    if ordered is not None:
+        return ordered
     ts, dur = table.ts_ns, table.dur_ns
     shift = _DUR_BITS
     return sorted(rows, key=lambda r: (ts[r] << shift) - dur[r])
+
+
+def _starts_ends(table: EventTable, rows: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Start and end (ns) of each row, as lists: the sweeps below read them once per row."""
+    import numpy as np
+
+    picked = np.asarray(rows, dtype=np.int64)
+    starts = column(table.ts_ns)[picked]
+    return starts.tolist(), (starts + column(table.dur_ns)[picked]).tolist()
 
 
 def enclosing_parents(
@@ -33,13 +46,13 @@ def enclosing_parents(
     Rows whose category is in `leaves` get a parent but never become one (runtime calls). CPU ops
     with no CPU op around them (ranges do not count) are added to `top_ops`.
     """
-    ts, dur, cat = table.ts_ns, table.dur_ns, table.cat
+    _, row_ends = _starts_ends(table, sorted_rows)
+    cat = table.cat
     cpu_op = Cat.CPU_OP
     stack: list[int] = []
     ends: list[int] = []
     ops_open: list[int] = []  # CPU ops on the stack up to and including each entry
-    for row in sorted_rows:
-        end = ts[row] + dur[row]
+    for row, end in zip(sorted_rows, row_ends):
         while ends and ends[-1] + TOLERANCE_NS < end:
             stack.pop()
             ends.pop()
@@ -66,29 +79,32 @@ def frames_around(
     innermost: dict[int, int],
 ) -> None:
     """Sweep Python frames; set their parents, and ``innermost[q]`` = the frame around each query's start."""
-    ts, dur = table.ts_ns, table.dur_ns
+    frame_starts, frame_ends = _starts_ends(table, sorted_frames)
+    query_starts, _ = _starts_ends(table, sorted_queries)
+    queries = sorted_queries
+    n_queries = len(queries)
     stack: list[int] = []
     ends: list[int] = []
-    frames, queries = sorted_frames, sorted_queries
-    i = j = 0
-    n_frames, n_queries = len(frames), len(queries)
-    while i < n_frames or j < n_queries:
-        # A frame starting at the same instant as a query goes first: it may enclose it.
-        if j >= n_queries or (i < n_frames and ts[frames[i]] <= ts[queries[j]]):
-            row = frames[i]
-            i += 1
-            end = ts[row] + dur[row]
-            while ends and ends[-1] + TOLERANCE_NS < end:
-                stack.pop()
-                ends.pop()
-            frame_parents[row] = stack[-1] if stack else NONE
-            stack.append(row)
-            ends.append(end)
-        else:
-            row = queries[j]
-            j += 1
-            start = ts[row]
+    j = 0
+
+    def answer_queries_before(limit: int | None) -> None:
+        nonlocal j
+        while j < n_queries and (limit is None or query_starts[j] < limit):
+            start = query_starts[j]
             while ends and ends[-1] < start:
                 stack.pop()
                 ends.pop()
-            innermost[row] = stack[-1] if stack else NONE
+            innermost[queries[j]] = stack[-1] if stack else NONE
+            j += 1
+
+    for row, start, end in zip(sorted_frames, frame_starts, frame_ends):
+        # A frame starting at the same instant as a query goes first: it may enclose it.
+        if j < n_queries and query_starts[j] < start:
+            answer_queries_before(start)
+        while ends and ends[-1] + TOLERANCE_NS < end:
+            stack.pop()
+            ends.pop()
+        frame_parents[row] = stack[-1] if stack else NONE
+        stack.append(row)
+        ends.append(end)
+    answer_queries_before(None)

@@ -136,6 +136,9 @@ class OriginBuilder:
     # -- chains ----------------------------------------------------------------------------------
     def _frame_chain(self, join: _Join, frame: int) -> int:
         memo = self._frame_chain_of
+        known = memo.get(frame)
+        if known is not None:  # most anchors sit in a frame already seen
+            return known
         path = []
         cur = frame
         while cur not in memo:
@@ -152,6 +155,9 @@ class OriginBuilder:
     def _op_context(self, join: _Join, row: int) -> tuple[int, int, int]:
         """(op chain id, range chain id, the forward op row if this runs in a backward op)."""
         memo = self._op_context_of
+        known = memo.get(row)
+        if known is not None:
+            return known
         path = []
         cur = row
         while cur not in memo:

@@ -5,17 +5,13 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
+import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tracer.errors import InputError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 
 def _builtin_rules_dir() -> Path:
