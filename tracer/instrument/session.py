@@ -167,32 +167,14 @@ class ProfileSession:
 
 
 @contextlib.contextmanager
-def profile(
-    sites: Sequence[Site] = (),
-    steps: int | None = None,
-    out: str | Path = "kerneltrace-profile.json.gz",
-    with_stack: bool = False,
-    warmup: int = 1,
-    wait: int = 0,
-    functions: Sequence[str] = (),
-    **options: Any,
-):
+def profile(sites: Sequence[Site] = (), **options: Any):
     """Profile a block with kerneltrace's ranges; yields the `ProfileSession` (call `.step()` per step).
 
     `sites`: sites to bracket with exact-origin ranges (from `tracer.static.scan`), filtered by
-    ``selection=SiteSelection(...)``; `functions`: dotted paths to wrap in ``kt:fn:`` ranges;
-    ``step_function="pkg.mod.Class.method"`` makes each call one step. `steps` active steps after
-    `wait` + `warmup` (None: record the whole block). Other options: see `ProfileSession`.
+    ``selection=SiteSelection(...)``; ``functions``: dotted paths to wrap in ``kt:fn:`` ranges;
+    ``step_function="pkg.mod.Class.method"`` makes each call one step; ``steps`` active steps after
+    ``wait`` + ``warmup`` (None: record the whole block). Options and defaults: `ProfileSession`.
     """
-    session = ProfileSession(
-        sites=sites,
-        steps=steps,
-        out=out,
-        with_stack=with_stack,
-        warmup=warmup,
-        wait=wait,
-        functions=functions,
-        **options,
-    )
+    session = ProfileSession(sites=sites, **options)
     with session:
         yield session
