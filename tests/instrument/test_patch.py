@@ -97,4 +97,40 @@ def test_ranges_cost_nothing_but_a_check_without_a_profiler():
     wrapped = function_range(add, "kt:fn:add")
     assert wrapped(1, b=2) == 3 and calls == [(1, 2)] and wrapped.__name__ == "add"
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        assert type(named_range("kt:site:x")).__name__ == "ProfiledRange"
+        assert type(named_range("kt:site:x")) is torch._C._profiler._RecordFunctionFast
+
+
+def test_both_range_kinds_load_as_ranges(tmp_path, monkeypatch):
+    """torch files a `_RecordFunctionFast` range as a cpu_op and `ProfiledRange` (the fallback) as a
+    user_annotation: the loader reads both as the same range, around the same op."""
+    import orjson
+
+    from tracer.instrument import runtime
+    from tracer.load import load_trace
+    from tracer.model.events import Cat
+
+    x = torch.randn(64, 64)
+    runtime._bind()
+    for kind, range_type in (("fast", None), ("classic", runtime.ProfiledRange)):
+        if range_type is not None:
+            monkeypatch.setattr(runtime, "_open_range", range_type)
+        path = tmp_path / f"{kind}.json"
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            with named_range("kt:site:0a1b2c3d4e@pkg/mod.py:12"):
+                x.to(torch.bfloat16)
+        prof.export_chrome_trace(str(path))
+        raw = [
+            e for e in orjson.loads(path.read_bytes())["traceEvents"] if e.get("name", "").startswith("kt:")
+        ]
+        assert [e["cat"] for e in raw] == ["cpu_op" if kind == "fast" else "user_annotation"]
+        events = load_trace(path).events
+        rows = [r for r in range(len(events)) if events.name[r].startswith("kt:")]
+        assert [Cat(events.cat[r]) for r in rows] == [Cat.USER_ANNOTATION]
+        (row,) = rows
+        inside = [
+            events.name[r]
+            for r in range(len(events))
+            if events.cat[r] == Cat.CPU_OP
+            and events.ts_ns[row] <= events.ts_ns[r] < events.ts_ns[row] + events.dur_ns[row]
+        ]
+        assert inside[:1] == ["aten::to"], kind

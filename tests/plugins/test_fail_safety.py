@@ -61,6 +61,14 @@ def _disk_full(mp, profiler_dir):
     return before_each_round
 
 
+def _classic_range_close_raises(monkeypatch, profiler_dir):
+    """Only the classic range (torch without `_RecordFunctionFast`) closes in Python; torch's fast
+    range closes in C, like every op inside it."""
+    runtime._bind()
+    monkeypatch.setattr(runtime, "_open_range", runtime.ProfiledRange)
+    monkeypatch.setattr(runtime, "_close_user_range", _fail)
+
+
 # scenario -> (inject(monkeypatch, profiler_dir) -> a per-round setup or None, the warnings expected
 # exactly once, whether the capture trace is written)
 SCENARIOS = {
@@ -75,7 +83,7 @@ SCENARIOS = {
         True,
     ),
     "range-close-raises": (
-        lambda mp, d: mp.setattr(runtime, "_close_range", _fail),
+        _classic_range_close_raises,
         ["could not close the range"],
         True,
     ),

@@ -83,3 +83,28 @@ def test_graph_replays_are_labelled_never_given_a_line(own_gpu_traces: Path, rep
     replay_rows = [g for g, o in zip(result.gpu_rows, result.origin_ids) if result.origins[o].replay]
     assert all(table.ext_id[g] in (-1, 0) for g in replay_rows)
     assert all(op == -1 for op, o in zip(result.op_rows, result.origin_ids) if result.origins[o].replay)
+
+
+def test_site_ranges_give_line_209_without_stacks_on_torch_211(own_gpu_traces: Path) -> None:
+    """`kerneltrace profile` on the H200 (torch 2.11: no CallFrom, no with_stack): the site ranges,
+    torch's `_RecordFunctionFast` filed as cpu_ops, pin the whole-pool cast to its exact line with
+    no scan at all, and the ranges are read as ranges, not as the launching ops."""
+    from tracer.model.events import Cat
+
+    trace = load_trace(own_gpu_traces / "glm5_cast_whole_sites.json.gz")
+    table = trace.events
+    ranges = Counter(table.name[r].split("@")[0] for r in range(len(table)) if table.name[r].startswith("kt:"))
+    assert ranges == {"kt:site:278e0bca90": 156, "kt:site:b5cf767001": 156, "kt:fn:DecodeModel.decode_step": 2}
+    assert {Cat(table.cat[r]) for r in range(len(table)) if table.name[r].startswith("kt:")} == {
+        Cat.USER_ANNOTATION
+    }
+    assert not any(table.cat[r] == Cat.PYTHON_FUNCTION for r in range(len(table)))
+    result = attribute(trace, [])
+    shares = time_by_location(result)
+    assert shares[f"{MODEL}:209"] > 0.79
+    origin = next(o for o in result.origins if o.location == f"{MODEL}:209")
+    assert origin.confidence == 1.0 and origin.frames == ()
+    assert origin.ops == ("aten::to", "aten::_to_copy", "aten::copy_")
+    assert origin.ranges[-1] == "kt:site:278e0bca90@examples/glm5_kv_cast/model.py:209"
+    calls = sum(1 for o in result.origin_ids if result.origins[o].location == f"{MODEL}:209")
+    assert calls == 2 * 78  # 2 profiled steps x 78 layers

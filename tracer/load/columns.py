@@ -13,6 +13,7 @@ import orjson
 from tracer.load.args import INT64_MAX, INT64_MIN, clean_args
 from tracer.load.window import WindowBounds
 from tracer.model.events import CATEGORY_NAMES, NONE, Cat, EventTable
+from tracer.model.ranges import is_kerneltrace_range
 
 # Real kernel names reach ~1,300 characters (CUTLASS templates a few thousand); longer is not a name.
 MAX_NAME_CHARS = 16_384
@@ -68,6 +69,7 @@ class EventTableBuilder:
         self.malformed = 0  # events with a field of the wrong type, read as absent
         self.call_from = False
         self._names: dict[str, str] = {}
+        self._range_names: set[str] = set()  # our ranges, which cheap ones file as cpu_ops
         self._args: dict[bytes, dict[str, Any]] = {}
 
     def add_events(self, events: list[Any], first_index: int) -> None:
@@ -77,7 +79,8 @@ class EventTableBuilder:
         rows: list[tuple] = []
         add_row = rows.append
         categories, names, kept_args = CATEGORIES, self._names, KEPT_ARGS
-        python = Cat.PYTHON_FUNCTION
+        python, cpu_op, user_range = Cat.PYTHON_FUNCTION, Cat.CPU_OP, Cat.USER_ANNOTATION
+        range_names = self._range_names
         trimmed = self._trimmed
         bounds = self.bounds
         for index, event in enumerate(events, first_index):
@@ -123,6 +126,8 @@ class EventTableBuilder:
             name = names.get(raw_name) if raw_name.__class__ is str else None
             if name is None:
                 name = self.intern_name(raw_name)
+            if cat is cpu_op and name in range_names:
+                cat = user_range  # a `_RecordFunctionFast` range of ours: a range, not an op
             ext = corr = py_id = py_parent = NONE
             kept = None
             args = event.get("args")
@@ -231,6 +236,8 @@ class EventTableBuilder:
                 shown = f"{shown[:keep]}…[{len(text) - keep} more characters]"
                 self.malformed += 1
             name = self._names[text] = sys.intern(frame_name(shown))
+            if is_kerneltrace_range(name):
+                self._range_names.add(name)
         return name
 
     def _int_id(self, value: Any) -> int:
