@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import orjson
 from tracer.errors import InputError
 from tracer.load.chunks import Unchunkable, parse_in_chunks
 from tracer.load.columns import EventTableBuilder
+from tracer.load.fast import add_chunk
 from tracer.load.memory import check_memory, json_size
 from tracer.load.meta import trace_meta
 from tracer.load.parallel import parse_in_workers, worker_count
@@ -49,7 +51,7 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> Trace:
             if workers > 1:
                 top = parse_in_workers(read_blocks(path, notes), builder, workers)
             else:
-                top = parse_in_chunks(read_blocks(path, notes), builder.add_events)
+                top = parse_in_chunks(read_blocks(path, notes), functools.partial(add_chunk, builder))
         except Unchunkable:
             builder = EventTableBuilder(bounds)
             notes.clear()

@@ -24,20 +24,26 @@ class Unchunkable(Exception):
     """The document is not laid out as Kineto writes it (or is not valid); parse it whole instead."""
 
 
-def parse_in_chunks(blocks: Iterable[bytes], on_events: Callable[[list[Any], int], None]) -> dict[str, Any]:
-    """Feed each parsed chunk of events (and its index of the first event) to `on_events`.
+def parse_in_chunks(blocks: Iterable[bytes], on_chunk: Callable[[bytes, int], int]) -> dict[str, Any]:
+    """Feed each chunk of events (a raw JSON array, and the index of its first event) to `on_chunk`,
+    which parses it and returns its number of events.
 
     Returns the document's other top-level keys (those before and after ``traceEvents``).
     """
     chunks = EventChunks(blocks)
     first_index = 0
     for raw in chunks:
-        events = _loads(raw)
+        first_index += on_chunk(raw, first_index)
         del raw
-        on_events(events, first_index)
-        first_index += len(events)
-        del events
     return chunks.top
+
+
+def parse_array(raw: bytes) -> list[Any]:
+    """One chunk's events, parsed (orjson); `Unchunkable` if it is not a JSON array."""
+    events = _loads(raw)
+    if not isinstance(events, list):
+        raise Unchunkable("a chunk is not a JSON array")
+    return events
 
 
 class EventChunks:

@@ -68,8 +68,8 @@ class EventTableBuilder:
         self.skipped_no_ts = 0  # duration events without a usable ts (missing, not a number, out of range)
         self.malformed = 0  # events with a field of the wrong type, read as absent
         self.call_from = False
-        self._names: dict[str, str] = {}
-        self._range_names: set[str] = set()  # our ranges, which cheap ones file as cpu_ops
+        self.names: dict[str, str] = {}
+        self.range_names: set[str] = set()  # our ranges, which cheap ones file as cpu_ops
         self._args: dict[bytes, dict[str, Any]] = {}
 
     def add_events(self, events: list[Any], first_index: int) -> None:
@@ -78,10 +78,10 @@ class EventTableBuilder:
         # extend per column instead of a Python-level append per cell.
         rows: list[tuple] = []
         add_row = rows.append
-        categories, names, kept_args = CATEGORIES, self._names, KEPT_ARGS
+        categories, names, kept_args = CATEGORIES, self.names, KEPT_ARGS
         python, cpu_op, user_range = Cat.PYTHON_FUNCTION, Cat.CPU_OP, Cat.USER_ANNOTATION
-        range_names = self._range_names
-        trimmed = self._trimmed
+        range_names = self.range_names
+        trimmed = self.trimmed
         bounds = self.bounds
         for index, event in enumerate(events, first_index):
             if event.__class__ is not dict:
@@ -119,9 +119,9 @@ class EventTableBuilder:
             pid = event.get("pid")
             tid = event.get("tid")
             if pid.__class__ is not int:
-                pid = self._int_id(pid)
+                pid = self.int_id(pid)
             if tid.__class__ is not int:
-                tid = self._int_id(tid)
+                tid = self.int_id(tid)
             raw_name = event.get("name", "")
             name = names.get(raw_name) if raw_name.__class__ is str else None
             if name is None:
@@ -190,10 +190,10 @@ class EventTableBuilder:
         if any(not INT64_MIN <= value <= INT64_MAX for value in ids):
             self.malformed += 1
             ext, corr, py_id, py_parent = (v if INT64_MIN <= v <= INT64_MAX else NONE for v in ids)
-        pid, tid = (v if INT64_MIN <= v <= INT64_MAX else self._int_id(str(v)) for v in (pid, tid))
+        pid, tid = (v if INT64_MIN <= v <= INT64_MAX else self.int_id(str(v)) for v in (pid, tid))
         return (cat, name, pid, tid, ts_ns, dur_ns, ext, corr, py_id, py_parent, index, kept)
 
-    def _trimmed(self, args: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
+    def trimmed(self, args: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any] | None:
         kept = {key: args[key] for key in keys if key in args}
         if not kept:
             return None
@@ -228,19 +228,19 @@ class EventTableBuilder:
             text = str(raw_name)
         else:
             text = ""
-        name = self._names.get(text)
+        name = self.names.get(text)
         if name is None:
             shown = text
             if len(shown) > MAX_NAME_CHARS:  # every later regex and label would pay for the rest
                 keep = MAX_NAME_CHARS - 40  # room for the marker: a cut name is not cut again
                 shown = f"{shown[:keep]}…[{len(text) - keep} more characters]"
                 self.malformed += 1
-            name = self._names[text] = sys.intern(frame_name(shown))
+            name = self.names[text] = sys.intern(frame_name(shown))
             if is_kerneltrace_range(name):
-                self._range_names.add(name)
+                self.range_names.add(name)
         return name
 
-    def _int_id(self, value: Any) -> int:
+    def int_id(self, value: Any) -> int:
         if value.__class__ is float and value.is_integer() and abs(value) < 2**62:
             return int(value)
         if value.__class__ is str or value.__class__ is int:
@@ -268,8 +268,8 @@ class EventTableBuilder:
         if self.bounds is not None and not self.bounds.keeps_cpu(round(ts * 1000), 0):
             return
         pid, tid = event.get("pid"), event.get("tid")
-        pid = pid if pid.__class__ is int else self._int_id(pid)
-        tid = tid if tid.__class__ is int else self._int_id(tid)
+        pid = pid if pid.__class__ is int else self.int_id(pid)
+        tid = tid if tid.__class__ is int else self.int_id(tid)
         self.fwdbwd_points.append((event["ph"], flow_id, pid, tid, round(ts * 1000)))
 
 

@@ -47,7 +47,7 @@ def read_blocks(path: Path, notes: list[str] | None = None) -> Iterator[bytes]:
     with path.open("rb") as handle:
         first = handle.read(BLOCK_BYTES)
         if path.suffix == ".gz":
-            if not first.lstrip()[:1] in (b"{", b"["):
+            if first.lstrip()[:1] not in (b"{", b"["):
                 raise InputError(path, f"named .gz but is not gzip data (starts with {first[:8]!r})")
             if notes is not None:
                 notes.append("file is named .gz but holds plain JSON; read it as JSON")

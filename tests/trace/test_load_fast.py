@@ -1,0 +1,119 @@
+"""The loader's fast path (msgspec, `tracer.load.fast`) gives the general path's table, row for row."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from tracer.load.chunks import EventChunks
+from tracer.load.columns import EventTableBuilder
+from tracer.load.fast import NotClean, add_chunk, add_clean_chunk
+from tracer.load.source import read_blocks
+from tracer.model.events import INT_COLUMNS
+
+REPO = Path(__file__).resolve().parents[2]
+REAL_TRACES = [
+    *sorted((REPO.parent / "shared" / "fixtures" / "gpu-traces").glob("*.json.gz")),
+    *sorted((REPO / "tests" / "fixtures" / "gpu").glob("*.json.gz")),
+    REPO / "tests" / "fixtures" / "cpu" / "callfrom_torch214.json.gz",
+    *sorted((REPO / "tests" / "replay" / "fixtures").glob("*.json.gz")),
+]
+
+
+def both_paths(raw_chunks: list[bytes]) -> tuple[EventTableBuilder, EventTableBuilder, int]:
+    """(general, fast) builders over the same chunks, and how many chunks the fast path refused."""
+    general, fast = EventTableBuilder(), EventTableBuilder()
+    first = refused = 0
+    for raw in raw_chunks:
+        events = orjson.loads(raw)
+        general.add_events(events, first)
+        try:
+            assert add_clean_chunk(fast, raw, first) == len(events)
+        except NotClean:
+            refused += 1
+            assert add_chunk(fast, raw, first) == len(events)
+        first += len(events)
+    return general, fast, refused
+
+
+def assert_same_tables(general: EventTableBuilder, fast: EventTableBuilder) -> None:
+    a, b = general.table, fast.table
+    assert len(a) == len(b) > 0
+    for column in (*INT_COLUMNS, "name"):
+        assert list(getattr(a, column)) == list(getattr(b, column)), column
+    assert a.args == b.args
+    assert (general.call_from, general.malformed, general.skipped_no_ts, general.string_ids) == (
+        fast.call_from,
+        fast.malformed,
+        fast.skipped_no_ts,
+        fast.string_ids,
+    )
+
+
+def chunks_of(path: Path) -> list[bytes]:
+    return list(EventChunks(read_blocks(path, [])))
+
+
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
+def test_real_traces_load_the_same_by_both_paths(path: Path) -> None:
+    general, fast, refused = both_paths(chunks_of(path))
+    assert refused == 0  # real torch traces (2.11 on an H200, 2.14 on CPU) are clean
+    assert_same_tables(general, fast)
+
+
+def test_a_fresh_cpu_trace_with_stacks_and_our_ranges(tmp_path: Path) -> None:
+    from tracer.instrument.runtime import named_range
+
+    x = torch.randn(32, 32)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof:
+        for _ in range(3):
+            with record_function("layer.0"), named_range("kt:site:0123456789@pkg/mod.py:7"):
+                (x.to(torch.bfloat16) @ x.to(torch.bfloat16)).float()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    general, fast, refused = both_paths(chunks_of(path))
+    assert refused == 0
+    assert_same_tables(general, fast)
+    assert sum(name.startswith("kt:site:") for name in fast.table.name) == 3
+
+
+def test_odd_chunks_go_to_the_general_path(tmp_path: Path) -> None:
+    """String pids, a null args, a missing ts, ids as strings, backward flows: refused by the fast
+    path, loaded by the general one, so nothing is lost and the odd values are counted."""
+    base = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10.5, "dur": 2.0}
+    odd = [
+        [{**base, "pid": "Spans"}],  # a string pid: the fast path maps it the same way
+        [{**base, "args": None}],
+        [{**base, "ts": None}],
+        [{**base, "args": {"External id": "17"}}],
+        [base, {"ph": "s", "cat": "fwdbwd", "id": 3, "pid": 1, "tid": 2, "ts": 11.0}],
+        [{**base, "dur": -1.0}],
+        [{**base, "ts": True}],
+        ["not an event", base],
+    ]
+    refused = []
+    for events in odd:
+        raw = orjson.dumps(events)
+        general, fast, count = both_paths([raw])
+        refused.append(count)
+        assert list(general.table.ts_ns) == list(fast.table.ts_ns)
+        assert (general.malformed, general.skipped_no_ts) == (fast.malformed, fast.skipped_no_ts)
+    assert refused == [0, 1, 1, 1, 1, 1, 1, 1]
+
+
+def test_whole_load_uses_it(tmp_path: Path) -> None:
+    """`load_trace` on a real trace gives the table of the general path (the parse_in_chunks route)."""
+    from tracer.load import load_trace
+
+    path = REPO.parent / "shared" / "fixtures" / "gpu-traces" / "hf_llama_generate_stack.json.gz"
+    trace = load_trace(path)
+    general = EventTableBuilder()
+    events = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    general.add_events(events, 0)
+    assert list(trace.events.name) == list(general.table.name)
+    assert list(trace.events.ts_ns) == list(general.table.ts_ns)
