@@ -14,9 +14,10 @@ its processes, which:
   default 40) in SGLang's attention, quantization, MoE and KV-cache modules and in the model's own
   file, found by the static scanner as each module loads (or read from ``KERNELTRACE_SITES``).
 
-The ranges are plain `torch.profiler.record_function` ranges, recorded only while a profiler runs,
-so SGLang's own profiler (``/start_profile``, files under ``SGLANG_TORCH_PROFILER_DIR``) carries
-them. With ``KERNELTRACE_PROFILE_CAPTURE=1`` the plugin also profiles the CUDA-graph capture
+The ranges are torch profiler ranges (`tracer.instrument.runtime`: torch's `_RecordFunctionFast`,
+filed as ``cpu_op`` events named ``kt:...``), recorded only while a profiler runs, so SGLang's own
+profiler (``/start_profile``, files under ``SGLANG_TORCH_PROFILER_DIR``) carries them. With
+``KERNELTRACE_PROFILE_CAPTURE=1`` the plugin also profiles the CUDA-graph capture
 (`tracer.plugins.sglang_capture`): the capture-time ops and ranges that graph replays are attributed
 to, written to ``$SGLANG_TORCH_PROFILER_DIR/graph_capture_profile/`` per rank. Every hook is
 fail-safe: a failure of ours is logged once and the original runs untouched.
