@@ -28,6 +28,7 @@ import argparse
 import gc
 import math
 import random
+import re
 import statistics
 import sys
 import time
@@ -153,7 +154,9 @@ def paired_blocks(
                 for with_ranges in (ranged_first, not ranged_first, not ranged_first, ranged_first):
                     with ranges if with_ranges else NoContext():
                         gc.collect()  # installing ranges makes garbage: collect it outside the timing
-                        wall, cpu = timed_steps_both_clocks(model, x, args.block_steps, sync, args.block_warmup)
+                        wall, cpu = timed_steps_both_clocks(
+                            model, x, args.block_steps, sync, args.block_warmup
+                        )
                     seconds.append(wall)
                     cpu_seconds.append(cpu)
                     order.append(with_ranges)
@@ -169,19 +172,53 @@ def paired_blocks(
 
 
 def summarise_ratios(ratios: list[float]) -> dict[str, float]:
-    """Median, quartiles and a 95% interval of the geometric mean of the paired ratios."""
+    """Median (with a bootstrap 95% interval), quartiles, and the geometric mean with its 95% interval."""
     logs = [math.log(r) for r in ratios]
     mean = statistics.fmean(logs)
     half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else float("nan")
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
     return {
         "median": statistics.median(ratios),
+        "median_low": medians[50],
+        "median_high": medians[1949],
         "q1": quartiles[0],
         "q3": quartiles[2],
         "geomean": math.exp(mean),
         "low": math.exp(mean - half),
         "high": math.exp(mean + half),
     }
+
+
+def describe(summary: dict[str, float]) -> str:
+    def pct(key: str) -> str:
+        return f"{(summary[key] - 1) * 100:+.2f}%"
+
+    verdict = "within" if summary["median"] - 1 <= 0.03 else "OVER"
+    return (
+        f"{pct('median')} (median, 95% interval {pct('median_low')} .. {pct('median_high')}; {verdict} the "
+        f"3% target); quartiles {pct('q1')} .. {pct('q3')}; geometric mean {pct('geomean')} "
+        f"(95% interval {pct('low')} .. {pct('high')})"
+    )
+
+
+SESSION_LINE = re.compile(r"^session \d+/\d+: (?:pair ratios|wall) ([\d. ]+?)(?:;|$)")
+
+
+def pool(paths: list[Path]) -> None:
+    """Pool the wall-time pair ratios that earlier runs printed (their `session ...` lines)."""
+    ratios: list[float] = []
+    for path in paths:
+        found = [
+            float(value)
+            for line in path.read_text().splitlines()
+            if (match := SESSION_LINE.match(line.strip()))
+            for value in match.group(1).split()
+        ]
+        print(f"{path}: {len(found)} pairs, median {(statistics.median(found) - 1) * 100:+.2f}%")
+        ratios.extend(found)
+    print(f"pooled, {len(ratios)} pairs: kerneltrace ranges add {describe(summarise_ratios(ratios))}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -197,7 +234,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=8, help="timed decode steps per mode per repetition")
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions of every mode (0: skip)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 = least noise)")
+    parser.add_argument("--pool", nargs="+", type=Path, metavar="OUTPUT", help="pool earlier runs' outputs")
     args = parser.parse_args(argv)
+    if args.pool:
+        pool(args.pool)
+        return
     torch.set_num_threads(args.threads)
     model = glm5.DecodeModel(glm5.PRESETS[args.preset], device=args.device, variant=args.variant)
     x = model.example_input()
@@ -216,15 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{len(ratios)} pairs): kerneltrace ranges add, to the profiled step's"
     )
     for clock, values in (("wall time", ratios), ("launching thread's CPU time", cpu_ratios)):
-        summary = summarise_ratios(values)
-        overhead = summary["median"] - 1
-        verdict = "within" if overhead <= 0.03 else "OVER"
-        print(
-            f"  {clock}: {overhead * 100:+.2f}% (median; {verdict} the 3% target); quartiles "
-            f"{(summary['q1'] - 1) * 100:+.2f}% .. {(summary['q3'] - 1) * 100:+.2f}%; geometric mean "
-            f"{(summary['geomean'] - 1) * 100:+.2f}% (95% interval {(summary['low'] - 1) * 100:+.2f}% .. "
-            f"{(summary['high'] - 1) * 100:+.2f}%)"
-        )
+        print(f"  {clock}: {describe(summarise_ratios(values))}")
     if args.reps:
         modes_in_blocks(model, x, ranges, args, sync)
 
