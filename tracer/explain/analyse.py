@@ -5,12 +5,22 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from tracer.explain.activities import busy_window, cpu_activities, gpu_activities, has_gpu_events, in_steps
+from tracer.explain.activities import (
+    Activities,
+    busy_window,
+    cpu_activities,
+    exact_sums,
+    gpu_activities,
+    gpu_sequence,
+    has_gpu_events,
+    in_steps,
+)
 from tracer.explain.bandwidth import BASIS_ESTIMATE, peak_gbps_for
 from tracer.explain.findings import bytes_per_activity, group_activities, make_finding
 from tracer.explain.optree import OpTree
 from tracer.explain.steps import Steps, find_steps
 from tracer.explain.structure import ModelShape, find_model_shape, tokens_per_step
+from tracer.join.columns import column
 from tracer.model.events import Cat
 from tracer.model.finding import Analysis, Finding
 from tracer.model.origin import Attributions
@@ -27,27 +37,32 @@ def analyse(
     peak_gbps: float | None = None,
 ) -> Analysis:
     """Group the attributed GPU time (or CPU op self time, without GPU events) into ranked findings."""
+    import numpy as np
+
     trace = attributions.trace
     events = trace.events
     tree = OpTree(events)
-    gpu_cats = {int(c) for c in Cat if c.is_gpu}  # ints: no Cat(...) per row
-    gpu_rows = [r for r in attributions.gpu_rows if events.cat[r] in gpu_cats]
-    time_basis = "gpu" if gpu_rows or has_gpu_events(trace) else "cpu"
+    gpu_cats = tuple(int(c) for c in Cat if c.is_gpu)
+    has_gpu_rows = bool(np.isin(column(events.cat)[column(attributions.gpu_rows)], gpu_cats).any())
+    time_basis = "gpu" if has_gpu_rows or has_gpu_events(trace) else "cpu"
     notes: list[str] = list(trace.notes)
 
     activities = gpu_activities(attributions) if time_basis == "gpu" else cpu_activities(attributions, tree)
-    sequence = [(events.ts_ns[a.row], events.end_ns(a.row), events.name[a.row]) for a in activities]
     shape = find_model_shape(trace, layers=layers, config=config)
-    steps = find_steps(trace, step_range=step_range, gpu_sequence=sequence, layers=shape.layers)
+    steps = find_steps(
+        trace,
+        step_range=step_range,
+        gpu_sequence=lambda: gpu_sequence(events, activities),
+        layers=shape.layers,
+    )
     if steps is not None and steps.clock == "gpu":
-        for a in activities:
-            a.when_ns = events.ts_ns[a.row]
+        activities.when_ns = column(events.ts_ns)[activities.row]
     if steps is not None and steps.labels:
         shape = replace(shape, tokens_per_step=tokens_per_step(steps.labels))
 
     in_window, step_of = in_steps(activities, steps)
     if steps is not None and len(in_window) < len(activities):
-        left_ns = sum(a.ns for a in activities) - sum(a.ns for a in in_window)
+        left_ns = activities.total_ns() - in_window.total_ns()
         notes.append(
             f"{len(activities) - len(in_window)} activities ({left_ns / 1e6:.3f} ms) outside the steps were left out"
         )
@@ -63,20 +78,13 @@ def analyse(
     bytes_of = bytes_per_activity(attributions, in_window, time_basis)
     step_count = len(steps) if steps else 0
     groups = group_activities(attributions, in_window, step_of, step_count, bytes_of, time_basis)
-    total_ns = sum(a.ns for a in in_window)
+    total_ns = in_window.total_ns()
     trees = {id(events): tree}
     findings = [make_finding(attributions, trees, g, total_ns, steps, shape, peak) for g in groups.values()]
     findings.sort(key=lambda f: (-f.total_ns, f.kernel_short, f.origin.key))
 
     window_ns, busy = busy_window(events, in_window, steps, time_basis)
-    attributed_ns = replay_ns = replay_attributed_ns = 0
-    for a in in_window:
-        origin = attributions.origins[a.origin_id]
-        has_line = origin.file is not None and origin.line is not None
-        attributed_ns += a.ns if has_line else 0
-        if origin.replay:
-            replay_ns += a.ns
-            replay_attributed_ns += a.ns if has_line else 0
+    attributed_ns, replay_ns, replay_attributed_ns = _attributed_ns(attributions, in_window)
 
     notes.extend(_notes(time_basis, steps, shape, busy, device, peak, findings, window_ns))
     return Analysis(
@@ -97,6 +105,21 @@ def analyse(
         rank=trace.meta.rank,
         notes=tuple(dict.fromkeys(notes)),
     )
+
+
+def _attributed_ns(attributions: Attributions, activities: Activities) -> tuple[int, int, int]:
+    """ns of the activities whose origin names a line; of graph replays; of replays with a line."""
+    import numpy as np
+
+    origins = attributions.origins
+    line = np.asarray([o.file is not None and o.line is not None for o in origins], dtype=np.int64)
+    replay = np.asarray([o.replay for o in origins], dtype=np.int64)
+    if not len(activities):
+        return 0, 0, 0
+    # Origin kinds as groups: 0 none, 1 line, 2 replay, 3 replay with a line.
+    kind = (line + 2 * replay)[activities.origin_id]
+    by_kind = exact_sums(activities.ns, kind, 4)
+    return by_kind[1] + by_kind[3], by_kind[2] + by_kind[3], by_kind[3]
 
 
 def _notes(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from tracer.explain.activities import Activity
+from tracer.explain.activities import Activities, exact_sums
 from tracer.explain.bandwidth import BASIS_DEVICE, BASIS_ESTIMATE, CallBytes, call_bytes, describe_shapes
 from tracer.explain.invariants import state_invariant
 from tracer.explain.kernels import categorise, shorten
@@ -14,9 +15,13 @@ from tracer.explain.optree import OpTree
 from tracer.explain.steps import Steps
 from tracer.explain.structure import ModelShape
 from tracer.explain.waste import whole_buffer_cast
+from tracer.join.columns import ValueCodes, column, values_at
 from tracer.model.events import NONE, Cat, EventTable
 from tracer.model.finding import Finding
 from tracer.model.origin import Attributions, Origin
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_SHAPES = 3  # distinct launching-op shapes kept per finding
 WASTE_SAMPLES = 3  # calls of a cast finding checked for whole-buffer waste
@@ -42,92 +47,208 @@ class Group:
 
 
 def bytes_per_activity(
-    attributions: Attributions, activities: list[Activity], basis: str
-) -> list[CallBytes | None]:
-    """Bytes of each activity; an op call that launched several kernels gives its bytes to the longest
-    one (a graph replay's kernels are one call of their capture-time op per replay)."""
+    attributions: Attributions, activities: Activities, basis: str
+) -> tuple[np.ndarray, list[CallBytes]]:
+    """Bytes of each activity, as (index into the list of distinct `CallBytes`, -1 for none; that list).
+
+    An op call that launched several kernels gives its bytes to the longest one (a graph replay's
+    kernels are one call of their capture-time op per replay).
+    """
+    import numpy as np
+
     events = attributions.trace.events
-    longest: dict[tuple[int, int, int], Activity] = {}
+    count = len(activities)
+    codes = np.full(count, -1, dtype=np.int64)
+    values: dict[CallBytes, int] = {}
+    cat = column(events.cat)[activities.row]
+    copies = np.flatnonzero((cat == Cat.MEMCPY) | (cat == Cat.MEMSET))
+    for i, row in zip(copies.tolist(), activities.row[copies].tolist()):
+        moved = (events.args[row] or {}).get("bytes")
+        if isinstance(moved, (int, float)):
+            codes[i] = values.setdefault(CallBytes(int(moved), BASIS_DEVICE), len(values))
+    sized = (activities.shape_row != NONE) & (cat != Cat.MEMCPY) & (cat != Cat.MEMSET)
     if basis == "gpu":
-        for a in activities:
-            if a.shape_row != NONE and events.cat[a.row] == Cat.KERNEL:
-                call = (id(a.shape_table), a.shape_row, a.launch)
-                best = longest.get(call)
-                if best is None or a.ns > best.ns:
-                    longest[call] = a
-    cache: dict[tuple[int, str, str], CallBytes | None] = {}
-    out: list[CallBytes | None] = []
-    for a in activities:
-        cat = events.cat[a.row]
-        if cat in (Cat.MEMCPY, Cat.MEMSET):
-            count = (events.args[a.row] or {}).get("bytes")
-            out.append(CallBytes(int(count), BASIS_DEVICE) if isinstance(count, (int, float)) else None)
-            continue
-        if a.shape_row == NONE or (
-            basis == "gpu" and longest.get((id(a.shape_table), a.shape_row, a.launch)) is not a
-        ):
-            out.append(None)
-            continue
-        table = a.shape_table
-        args = table.args[a.shape_row]
-        op_name, kernel = table.name[a.shape_row], events.name[a.row]
-        # The loader interns identical args dicts, so their identity is a cheap cache key.
-        key = (id(args), op_name, kernel if op_name == "aten::cat" else "")
-        if key not in cache:
-            cache[key] = call_bytes(op_name, args, kernel)
-        out.append(cache[key])
-    return out
+        # Only the longest kernel of each call (the first of equals): sort calls by time, longest last.
+        kernels = np.flatnonzero(sized & (cat == Cat.KERNEL))
+        call = _pair_codes(
+            _pair_codes(activities.shape_table[kernels], activities.shape_row[kernels]),
+            activities.launch[kernels],
+        )
+        order = np.lexsort((-kernels, activities.ns[kernels], call))
+        ranked = call[order]
+        last = np.concatenate([ranked[1:] != ranked[:-1], [True]]) if len(ranked) else ranked.astype(bool)
+        sized = np.zeros(count, dtype=bool)
+        sized[kernels[order[last]]] = True
+    picked = np.flatnonzero(sized)
+    which = activities.shape_table[picked]
+    for t, table in enumerate(activities.tables):
+        mine = picked[which == t]
+        rows = activities.shape_row[mine]
+        args, op_names = values_at(table.args, rows), values_at(table.name, rows)
+        kernels = values_at(events.name, activities.row[mine])
+        # call_bytes is a pure function of (op name, args, kernel name): once per distinct triple.
+        same, firsts = _identity_codes(args, op_names, kernels)
+        found = []
+        for f in firsts.tolist():
+            moved = call_bytes(op_names[f], args[f], kernels[f])
+            found.append(-1 if moved is None else values.setdefault(moved, len(values)))
+        codes[mine] = np.asarray(found, dtype=np.int64)[same]
+    return codes, list(values)
 
 
 def group_activities(
     attributions: Attributions,
-    activities: list[Activity],
-    step_of: list[int],
+    activities: Activities,
+    step_of: np.ndarray,
     steps: int,
-    bytes_of: list[CallBytes | None],
+    moved: tuple[np.ndarray, list[CallBytes]],
     basis: str,
 ) -> dict[tuple[str, str], Group]:
-    """The activities grouped by (kernel name, origin key): time, calls per step, bytes, shapes."""
+    """The activities grouped by (kernel name, origin key): time, calls per step, bytes, shapes.
+
+    Groups, and the entries of their Counters, come in order of first appearance, as a loop over
+    the activities would add them (`most_common` breaks ties by that order).
+    """
+    import numpy as np
+
     events = attributions.trace.events
     origins = attributions.origins
-    groups: dict[tuple[str, str], Group] = {}
-    shape_cache: dict[tuple[int, str], str] = {}
-    keys: dict[int, str] = {}  # origin id -> Origin.key, a property worth computing once
-    for a, step, moved in zip(activities, step_of, bytes_of):
-        origin = origins[a.origin_id]
-        kernel = events.name[a.row]
-        origin_key = keys.get(a.origin_id)
-        if origin_key is None:
-            origin_key = keys[a.origin_id] = origin.key
-        key = (kernel, origin_key)
-        group = groups.get(key)
-        if group is None:
-            cat = events.cat[a.row]
-            category = categorise(
-                kernel, origin.ops, is_memcpy=cat == Cat.MEMCPY, is_memset=cat == Cat.MEMSET
-            )
-            group = groups[key] = Group(kernel, category, per_step=[0] * steps)
-        group.calls += 1
-        group.total_ns += a.ns
-        group.origin_ns[a.origin_id] += a.ns
-        if step >= 0:
-            group.per_step[step] += 1
-        if moved is not None:
-            group.bytes_sum += moved.bytes
-            group.bytes_ns += a.ns
-            group.bytes_calls += 1
-            group.bases.add(moved.basis)
-        if a.shape_row != NONE:
-            table = a.shape_table
-            if len(group.op_rows) < 64:
-                group.op_rows.append((table, a.shape_row))
-            args = table.args[a.shape_row]
-            shape_key = (id(args), table.name[a.shape_row])
-            text = shape_cache.get(shape_key)
-            if text is None:
-                text = shape_cache[shape_key] = describe_shapes(table.name[a.shape_row], args)
-            group.shapes[text] += 1
-    return groups
+    if not len(activities):
+        return {}
+    names = ValueCodes()
+    kernel = names.of(values_at(events.name, activities.row))
+    used = np.unique(activities.origin_id)
+    key_codes = ValueCodes()
+    origin_key = np.zeros(len(origins), dtype=np.int64)
+    origin_key[used] = key_codes.of([origins[i].key for i in used.tolist()])
+    group, firsts = _first_order_codes(_pair_codes(kernel, origin_key[activities.origin_id]))
+    groups: list[Group] = []
+    for first in firsts.tolist():
+        row, origin = int(activities.row[first]), origins[int(activities.origin_id[first])]
+        cat = events.cat[row]
+        category = categorise(
+            events.name[row], origin.ops, is_memcpy=cat == Cat.MEMCPY, is_memset=cat == Cat.MEMSET
+        )
+        groups.append(Group(events.name[row], category, per_step=[0] * steps))
+    count = len(groups)
+    for g, calls in enumerate(np.bincount(group, minlength=count).tolist()):
+        groups[g].calls = calls
+    for g, total in enumerate(exact_sums(activities.ns, group, count)):
+        groups[g].total_ns = total
+    for g, origin_id, ns in _counted(group, activities.origin_id, activities.ns):
+        groups[g].origin_ns[origin_id] = ns
+    in_step = step_of >= 0
+    for g, step, calls in _counted(group[in_step], step_of[in_step]):
+        groups[g].per_step[step] = calls
+
+    codes, values = moved
+    has_bytes = codes >= 0
+    for g, ns in enumerate(exact_sums(activities.ns[has_bytes], group[has_bytes], count)):
+        groups[g].bytes_ns = ns
+    for g, code, calls in _counted(group[has_bytes], codes[has_bytes]):
+        target = groups[g]
+        target.bytes_sum += calls * values[code].bytes
+        target.bytes_calls += calls
+        target.bases.add(values[code].basis)
+
+    shaped = np.flatnonzero(activities.shape_row != NONE)
+    if len(shaped):
+        texts = _shape_texts(activities, shaped)
+        for g, text, calls in _counted(group[shaped], texts[0]):
+            groups[g].shapes[texts[1][text]] = calls
+        # The first 64 shape ops of each group, in activity order (sampled for waste).
+        order = np.argsort(group[shaped], kind="stable")
+        ranked = group[shaped][order]
+        starts = np.searchsorted(ranked, ranked, side="left")
+        keep = np.sort(order[np.arange(len(order)) - starts < 64])
+        tables = activities.tables
+        for g, t, shape_row in zip(
+            group[shaped][keep].tolist(),
+            activities.shape_table[shaped][keep].tolist(),
+            activities.shape_row[shaped][keep].tolist(),
+        ):
+            groups[g].op_rows.append((tables[t], shape_row))
+    return {(g.kernel, origins[int(activities.origin_id[f])].key): g for g, f in zip(groups, firsts.tolist())}
+
+
+def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One code per distinct (a, b) pair (codes are not in any order of use)."""
+    import numpy as np
+
+    if len(a) == 0:
+        return np.zeros(0, dtype=np.int64)
+    a, b = _small(a), _small(b)
+    return a * (int(b.max()) + 1) + b  # both in [0, 2**31): the pair fits in an int64
+
+
+def _small(values: np.ndarray) -> np.ndarray:
+    """`values` if they already lie in [0, 2**31), else their ranks among the distinct values."""
+    import numpy as np
+
+    if int(values.min()) >= 0 and int(values.max()) < 1 << 31:
+        return values.astype(np.int64, copy=False)
+    _, inverse = np.unique(values, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+def _first_order_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`codes` renumbered 0, 1, ... by first appearance, and the position of each one's first appearance."""
+    import numpy as np
+
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)], first[order]
+
+
+def _counted(group: np.ndarray, values: np.ndarray, weights: np.ndarray | None = None):
+    """(group, value, count or sum of weights) per distinct pair, in order of the pair's first appearance."""
+    if len(group) == 0:
+        return []
+    pair, firsts = _first_order_codes(_pair_codes(group, values))
+    if weights is None:
+        import numpy as np
+
+        totals = np.bincount(pair, minlength=len(firsts)).tolist()
+    else:
+        totals = exact_sums(weights, pair, len(firsts))
+    return zip(group[firsts].tolist(), values[firsts].tolist(), totals)
+
+
+def _shape_texts(activities: Activities, shaped: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """(text code of each shaped activity, the texts): `describe_shapes` of its shape op, once per args."""
+    import numpy as np
+
+    text_codes: dict[str, int] = {}
+    out = np.empty(len(shaped), dtype=np.int64)
+    which = activities.shape_table[shaped]
+    for t, table in enumerate(activities.tables):
+        mine = np.flatnonzero(which == t)
+        rows = activities.shape_row[shaped][mine]
+        args, names = values_at(table.args, rows), values_at(table.name, rows)
+        # describe_shapes is a pure function of (name, args): once per distinct pair of objects.
+        same, firsts = _identity_codes(args, names)
+        texts = [
+            text_codes.setdefault(describe_shapes(names[f], args[f]), len(text_codes))
+            for f in firsts.tolist()
+        ]
+        out[mine] = np.asarray(texts, dtype=np.int64)[same]
+    return out, list(text_codes)
+
+
+def _identity_codes(*columns: list) -> tuple[np.ndarray, np.ndarray]:
+    """One code per distinct tuple of objects (by identity) across `columns`, and a position of each."""
+    import numpy as np
+
+    if not columns[0]:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    codes = None
+    for objects in columns:
+        identities = np.fromiter(map(id, objects), dtype=np.int64, count=len(objects))
+        codes = identities if codes is None else _pair_codes(codes, identities)
+    _, firsts, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    return inverse.reshape(-1), firsts
 
 
 def make_finding(

@@ -13,7 +13,7 @@ import itertools
 import re
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tracer.errors import InputError
@@ -65,12 +65,13 @@ def find_steps(
     trace: Trace,
     *,
     step_range: str | None = None,
-    gpu_sequence: Sequence[tuple[int, int, str]] = (),
+    gpu_sequence: Sequence[tuple[int, int, str]] | Callable[[], Sequence[tuple[int, int, str]]] = (),
     layers: int | None = None,
 ) -> Steps | None:
     """Step spans by the first method that finds at least two steps; None when nothing repeats.
 
-    ``gpu_sequence`` is (start ns, end ns, name) of the timed activities, for the repetition fallback.
+    ``gpu_sequence`` is (start ns, end ns, name) of the timed activities, for the repetition fallback
+    (or a function returning it, called only when the fallback runs).
     """
     events = trace.events
     ranges: dict[str, list[int]] = defaultdict(list)
@@ -108,7 +109,7 @@ def find_steps(
         name, rows = forward
         return _from_markers(trace, rows, METHOD_FORWARD.format(name=name), contiguous=False)
 
-    return _from_repetition(gpu_sequence, layers)
+    return _from_repetition(gpu_sequence() if callable(gpu_sequence) else gpu_sequence, layers)
 
 
 def _from_markers(trace: Trace, rows: list[int], method: str, *, contiguous: bool) -> Steps:
@@ -138,14 +139,19 @@ def _from_graph_launches(trace: Trace, layers: int | None = None) -> Steps | Non
     one after another, holding most of the GPU time, and (with a known layer count) at least a
     kernel per layer each, which rules out piecewise graphs (one launch per layer).
     """
+    import numpy as np
+
+    from tracer.join.columns import column, rows_where, values_at
     from tracer.join.replay_capture import GRAPH_LAUNCH_PREFIXES
 
     events = trace.events
-    launches = {
-        events.correlation[r]
-        for r in rows_of(events, Cat.RUNTIME, Cat.DRIVER)
-        if events.name[r].startswith(GRAPH_LAUNCH_PREFIXES)
-    }
+    calls = rows_where(column(events.cat), (Cat.RUNTIME, Cat.DRIVER))
+    names = values_at(events.name, calls)
+    graph_names = {n for n in dict.fromkeys(names) if n.startswith(GRAPH_LAUNCH_PREFIXES)}
+    launches: set[int] = set()
+    if graph_names:
+        is_graph = np.fromiter(map(graph_names.__contains__, names), dtype=bool, count=len(names))
+        launches = set(column(events.correlation)[calls[is_graph]].tolist())
     launches.discard(NONE)
     if len(launches) < 2:
         return None
@@ -184,24 +190,31 @@ def _model_forward_rows(trace: Trace) -> tuple[str, list[int]] | None:
     Python frames nest perfectly per thread, so a module frame inside no other module frame (by
     time, on its thread) is a root; only ``nn.Module: ...`` rows are looked at.
     """
+    import numpy as np
+
+    from tracer.join.columns import column, group_by_thread, start_order
+    from tracer.join.frame_names import frame_names
+
     events = trace.events
-    python_rows = rows_of(events, Cat.PYTHON_FUNCTION)
-    names = events.name
-    module_names = {n for n in {names[r] for r in python_rows} if n.startswith("nn.Module: ")}
+    frames = frame_names(events)
+    python_rows, names = frames.rows, frames.names
+    module_names = {n for n in frames.distinct if n.startswith("nn.Module: ")}
     if not module_names:
         return None
-    by_thread: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for row in python_rows:
-        if names[row] in module_names:
-            by_thread[(events.pid[row], events.tid[row])].append(row)
+    is_module = np.fromiter(map(module_names.__contains__, names), dtype=bool, count=len(names))
     roots: dict[str, list[int]] = defaultdict(list)
-    for rows in by_thread.values():
-        rows.sort(key=lambda r: (events.ts_ns[r], -events.dur_ns[r]))
-        open_until = -1
-        for row in rows:
-            if events.ts_ns[row] >= open_until:
-                roots[names[row]].append(row)
-                open_until = events.end_ns(row)
+    ts_column, dur_column = column(events.ts_ns), column(events.dur_ns)
+    for rows in group_by_thread(events, python_rows[is_module]).values():
+        order = start_order(ts_column[rows], dur_column[rows])
+        rows = rows[order]
+        starts, ends = ts_column[rows], ts_column[rows] + dur_column[rows]
+        # A root is the first frame starting at or after the end of the root before it.
+        after = np.maximum(np.arange(1, len(rows) + 1), np.searchsorted(starts, ends, side="left")).tolist()
+        row_list = rows.tolist()
+        at = int(np.searchsorted(starts, -1, side="left"))  # the first one starting at or after -1
+        while at < len(row_list):
+            roots[events.name[row_list[at]]].append(row_list[at])
+            at = after[at]
     name, rows = max(roots.items(), key=lambda item: (len(item[1]), -min(events.ts_ns[r] for r in item[1])))
     if len(rows) < 2:
         return None

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from tracer.errors import InputError
-from tracer.explain.optree import rows_of
 from tracer.model.events import Cat, Trace
 
 _LAYER_RANGE = re.compile(r"(?:^|[^A-Za-z])layers?[._\[/](\d+)(?:$|[^0-9])")
@@ -99,21 +98,26 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 
 def _layers_from_trace(trace: Trace) -> tuple[int | None, str | None]:
+    from tracer.join.columns import column, rows_where, values_at
+    from tracer.join.frame_names import frame_names
+
     events = trace.events
+    cat = column(events.cat)
+    # Names are tested once each (they repeat per step), as the category of their first row says.
+    ranges = dict.fromkeys(values_at(events.name, rows_where(cat, (Cat.USER_ANNOTATION,))))
+    frames = dict(frame_names(events).distinct)  # a copy: names may be dropped below
+    for name in ranges.keys() & frames.keys():
+        first = rows_where(cat, (Cat.USER_ANNOTATION, Cat.PYTHON_FUNCTION))
+        row = next(r for r in first.tolist() if events.name[r] == name)
+        (frames if events.cat[row] == Cat.USER_ANNOTATION else ranges).pop(name)
     range_layers: set[int] = set()
     module_layers: dict[str, set[int]] = defaultdict(set)
-    seen: set[str] = set()
-    for row in rows_of(events, Cat.USER_ANNOTATION, Cat.PYTHON_FUNCTION):
-        cat = events.cat[row]
-        name = events.name[row]
-        if name in seen:  # names are interned and repeat per step: test each once
-            continue
-        seen.add(name)
-        if cat == Cat.USER_ANNOTATION:
-            match = _LAYER_RANGE.search(name)
-            if match:
-                range_layers.add(int(match.group(1)))
-        elif name.startswith("nn.Module: "):
+    for name in ranges:
+        match = _LAYER_RANGE.search(name)
+        if match:
+            range_layers.add(int(match.group(1)))
+    for name in frames:
+        if name.startswith("nn.Module: "):
             match = _LAYER_MODULE.match(name)
             if match:
                 module_layers[match.group(1)].add(int(match.group(2)))

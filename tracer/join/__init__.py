@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracer.join.attribute import attribute
-from tracer.join.columns import column, rows_where
+from tracer.join.frame_names import frame_names
 from tracer.join.frames import is_user_frame, parse_frame
 from tracer.join.source_lines import SourceLines
-from tracer.model.events import Cat, Trace
+from tracer.model.events import Trace
 from tracer.model.site import Site
 
 __all__ = ["attribute", "sites_for_trace", "trace_source_files"]
@@ -31,9 +31,7 @@ __all__ = ["attribute", "sites_for_trace", "trace_source_files"]
 
 def trace_source_files(trace: Trace, source_roots: Sequence[str | Path]) -> list[Path]:
     """The files under `source_roots` that the trace's Python frames name (user code only)."""
-    table = trace.events
-    name = table.name
-    names = {name[r] for r in rows_where(column(table.cat), (Cat.PYTHON_FUNCTION,)).tolist()}
+    names = frame_names(trace.events).distinct
     files = {parse_frame(name).file for name in names if is_user_frame(name)}
     source = SourceLines(source_roots)
     found = {source.find(file) for file in files}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import gc
 from array import array
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracer.join.calls import CallOrder
-from tracer.join.columns import column, first_row_by_value, group_by_thread, rows_where
+from tracer.join.columns import ValueCodes, column, group_by_thread, rows_where, values_at
+from tracer.join.contexts import context_classes
 from tracer.join.frames import is_user_frame
 from tracer.join.nesting import by_start, enclosing_parents, frames_around
 from tracer.join.origins import OriginBuilder
@@ -18,6 +19,9 @@ from tracer.join.source_lines import SourceLines
 from tracer.model.events import NONE, Cat, Trace
 from tracer.model.origin import Attributions
 from tracer.model.site import Site
+
+if TYPE_CHECKING:
+    import numpy as np
 
 GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 _GPU = (Cat.KERNEL, Cat.MEMCPY, Cat.MEMSET)
@@ -58,101 +62,117 @@ class _Join:
         self.op_parents = array("q", [NONE]) * n
         self.frame_parents = array("q", [NONE]) * n
         self.top_ops: set[int] = set()
-        self.innermost_frame: dict[int, int] = {}
+        self.innermost_frame = array("q", [NONE]) * n  # by row: the frame around it (queried rows only)
+        self.sorted_frames: dict[tuple[int, int], np.ndarray] = {}  # by thread, in start order
         self._user_above: dict[int, tuple[int, int]] = {}  # non-user frame -> (U, C), see user_call
 
     # -- the pipeline -------------------------------------------------------------------------
     def run(self) -> Attributions:
+        import numpy as np
+
         table = self.table
-        gpu_rows, launches, op_by_ext, op_threads, frame_threads = self._index()
+        cat = column(table.cat)
+        op_threads = group_by_thread(table, rows_where(cat, (_CPU_OP, _RANGE, *_LAUNCH)))
         for rows in op_threads.values():
             enclosing_parents(table, by_start(table, rows), self.op_parents, set(_LAUNCH), self.top_ops)
         time_basis = "gpu"
-        if gpu_rows:
-            op_rows, anchors, replays = self._launching_ops(gpu_rows, launches, op_by_ext)
+        gpu_rows = rows_where(cat, _GPU)
+        if len(gpu_rows):
+            op_rows, anchors, replays = self._launching_ops(gpu_rows)
         else:
             time_basis = "cpu"
-            gpu_rows = self._leaf_ops()
-            op_rows, anchors, replays = array("q", gpu_rows), list(gpu_rows), [False] * len(gpu_rows)
-        self._sweep_frames(frame_threads, anchors)
+            gpu_rows = op_rows = anchors = self._leaf_ops()
+            replays = np.zeros(len(anchors), dtype=bool)
+        self._sweep_frames(group_by_thread(table, rows_where(cat, (_PYTHON,))), anchors)
         calls = CallOrder(self)
-        origin_ids = array("q")
-        for anchor, replay in zip(anchors, replays):
-            origin_ids.append(self.origins.origin_id(self, anchor, replay, calls))
         result = Attributions(trace=self.trace, time_basis=time_basis)
-        result.gpu_rows = array("q", gpu_rows)
-        result.op_rows = op_rows
-        result.origin_ids = origin_ids
+        result.gpu_rows = _int_array(gpu_rows)
+        result.op_rows = _int_array(op_rows)
+        result.origin_ids = _int_array(self._origin_ids(anchors, replays, calls))
         result.origins = self.origins.origins
         return result
 
-    def _index(self):
-        """Numpy passes over the columns: GPU rows, launches by correlation, ops by External id, threads."""
+    def _origin_ids(self, anchors: np.ndarray, replays: np.ndarray, calls: CallOrder) -> np.ndarray:
+        """The Origin of each anchor: built for the first anchor of each context class, shared by the rest.
+
+        The classes come in order of their first anchor, so Origins are numbered exactly as one call
+        of `OriginBuilder.origin_id` per anchor, in order, would number them.
+        """
+        import numpy as np
+
+        classes, firsts = context_classes(self, anchors, replays, calls, ValueCodes())
+        ids = np.empty(len(firsts), dtype=np.int64)
+        for position, (anchor, replay) in enumerate(zip(anchors[firsts].tolist(), replays[firsts].tolist())):
+            ids[position] = self.origins.origin_id(self, anchor, replay, calls)
+        # classes number the sorted contexts; firsts are in anchor order: map one to the other.
+        by_class = np.empty(len(firsts), dtype=np.int64)
+        by_class[classes[firsts]] = ids
+        return by_class[classes]
+
+    def _launching_ops(self, gpu_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per GPU row: the innermost CPU op (op_rows), the row whose context explains it, replay flag.
+
+        The launch is the last runtime/driver call of the row's correlation id; the op, the first
+        CPU op of its External id (the launch's, if the row has none), else (Triton, custom
+        launchers) the innermost CPU op around the launch. A graph launch's rows are replays.
+        """
+        import numpy as np
+
         table = self.table
         cat = column(table.cat)
-        op_family = rows_where(cat, (_CPU_OP, _RANGE, *_LAUNCH))
-        op_threads = group_by_thread(table, op_family)
-        frame_threads = group_by_thread(table, rows_where(cat, (_PYTHON,)))
-        gpu_rows = rows_where(cat, _GPU).tolist()
-        # The first op of each External id; the last launch of each correlation id.
-        op_by_ext = first_row_by_value(column(table.ext_id), rows_where(cat, (_CPU_OP,)), NONE)
-        launches = first_row_by_value(column(table.correlation), rows_where(cat, _LAUNCH), NONE, last=True)
-        return gpu_rows, launches, op_by_ext, op_threads, frame_threads
+        ext_ids, correlations = column(table.ext_id), column(table.correlation)
+        launches = rows_where(cat, _LAUNCH)
+        launch = _lookup(correlations, launches[::-1], correlations[gpu_rows])  # last launch wins
+        launched = launch != NONE
+        names = ValueCodes()
+        launch_names = names.of(values_at(table.name, launch[launched]))
+        graph_launch = names.flags(lambda name: isinstance(name, str) and name.startswith(GRAPH_LAUNCHES))
+        replay = np.zeros(len(gpu_rows), dtype=bool)
+        replay[launched] = graph_launch[launch_names]
+        ext = ext_ids[gpu_rows]
+        borrow = (ext == NONE) & launched
+        ext[borrow] = ext_ids[launch[borrow]]
+        op = _lookup(ext_ids, rows_where(cat, (_CPU_OP,)), ext)
+        # No op by External id: walk up from the launch to the first CPU op around it.
+        climbing = np.flatnonzero((op == NONE) & launched & ~replay)
+        above = column(self.op_parents)[launch[climbing]]
+        while len(climbing):
+            found = above == NONE
+            found[~found] = cat[above[~found]] == _CPU_OP
+            op[climbing[found]] = above[found]
+            climbing, above = climbing[~found], column(self.op_parents)[above[~found]]
+        op[replay] = NONE
+        anchors = np.where(op != NONE, op, launch)
+        return op, anchors, replay
 
-    def _launching_ops(self, gpu_rows, launches, op_by_ext):
-        """Per GPU row: the innermost CPU op (op_rows), the row whose context explains it, replay flag."""
-        table = self.table
-        names, ext_ids, corrs, cats = table.name, table.ext_id, table.correlation, table.cat
-        op_rows = array("q")
-        anchors: list[int] = []
-        replays: list[bool] = []
-        for row in gpu_rows:
-            corr = corrs[row]
-            launch = launches.get(corr, NONE) if corr != NONE else NONE
-            if launch != NONE and names[launch].startswith(GRAPH_LAUNCHES):
-                op_rows.append(NONE)
-                anchors.append(launch)
-                replays.append(True)
-                continue
-            ext = ext_ids[row]
-            if ext == NONE and launch != NONE:
-                ext = ext_ids[launch]
-            op = op_by_ext.get(ext, NONE) if ext != NONE else NONE
-            if op == NONE and launch != NONE:
-                # No op by External id (Triton, custom launchers): the innermost op around the launch.
-                op = self.op_parents[launch]
-                while op != NONE and cats[op] != _CPU_OP:
-                    op = self.op_parents[op]
-            op_rows.append(op)
-            anchors.append(op if op != NONE else launch)
-            replays.append(False)
-        return op_rows, anchors, replays
-
-    def _leaf_ops(self) -> list[int]:
+    def _leaf_ops(self) -> np.ndarray:
         """CPU ops with no CPU op inside them: the CPU-only trace's equivalent of kernels."""
-        cats, parents = self.table.cat, self.op_parents
-        has_child = {parents[r] for r, c in enumerate(cats) if c == _CPU_OP and parents[r] != NONE}
-        return [r for r, c in enumerate(cats) if c == _CPU_OP and r not in has_child]
+        import numpy as np
 
-    def _sweep_frames(self, frame_threads, anchors) -> None:
+        ops = rows_where(column(self.table.cat), (_CPU_OP,))
+        parents = column(self.op_parents)[ops]
+        has_child = np.zeros(len(self.table), dtype=bool)
+        has_child[parents[parents != NONE]] = True
+        return ops[~has_child[ops]]
+
+    def _sweep_frames(self, frame_threads: dict[tuple[int, int], np.ndarray], anchors: np.ndarray) -> None:
+        """Frame parents per thread, and the innermost frame of every row asked about: the anchors,
+        the forward ops of backward ops (their frames explain them) and the top-level ops."""
+        import numpy as np
+
+        if not frame_threads:
+            return
         table = self.table
-        queries: dict[tuple[int, int], set[int]] = defaultdict(set)
-        pid, tid = table.pid, table.tid
-        for row in anchors:
-            if row != NONE:
-                queries[(pid[row], tid[row])].add(row)
-        for row in self.trace.fwdbwd.values():  # backward ops are explained by their forward op
-            queries[(pid[row], tid[row])].add(row)
-        for row in self.top_ops:
-            key = (pid[row], tid[row])
-            if key in frame_threads:
-                queries[key].add(row)
-        self.sorted_frames: dict[tuple[int, int], list[int]] = {}
+        asked = np.zeros(len(table), dtype=bool)
+        asked[anchors[anchors != NONE]] = True
+        asked[np.fromiter(self.trace.fwdbwd.values(), dtype=np.int64)] = True
+        asked[np.fromiter(self.top_ops, dtype=np.int64, count=len(self.top_ops))] = True
+        asked = group_by_thread(table, np.flatnonzero(asked))
+        empty = np.zeros(0, dtype=np.int64)
         for key, frames in frame_threads.items():
-            ordered = by_start(table, frames)
-            self.sorted_frames[key] = ordered
-            asked = by_start(table, queries.get(key, ()))
-            frames_around(table, ordered, asked, self.frame_parents, self.innermost_frame)
+            ordered = self.sorted_frames[key] = by_start(table, frames)
+            queries = by_start(table, asked.get(key, empty))
+            frames_around(table, ordered, queries, self.frame_parents, self.innermost_frame)
 
     # -- chains (used by OriginBuilder) ---------------------------------------------------------
     def outermost_op(self, row: int) -> int:
@@ -188,6 +208,28 @@ class _Join:
         while cur != NONE and not is_user_frame(names[cur]):
             child, cur = cur, parents[cur]
         return cur, child if cur != NONE else NONE
+
+
+def _lookup(values: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each of `wanted`: the first row of `rows` whose value it is (NONE for NONE or none)."""
+    import numpy as np
+
+    picked = rows[values[rows] != NONE]
+    keys, first = np.unique(values[picked], return_index=True)
+    at = np.searchsorted(keys, wanted)
+    inside = at < len(keys)
+    at[~inside] = 0
+    hit = inside & (keys[at] == wanted) if len(keys) else inside
+    return np.where(hit & (wanted != NONE), picked[first[at]] if len(keys) else NONE, NONE)
+
+
+def _int_array(values) -> array:
+    """An ``array("q")`` of int64 numpy values."""
+    import numpy as np
+
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    return out
 
 
 __all__ = ["attribute"]

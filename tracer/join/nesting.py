@@ -4,38 +4,47 @@ Two families nest perfectly on their own, and interleave with each other (a reco
 begins inside a Python call), so each is swept on its own:
 - the op family: cpu_ops, record_function ranges and runtime/driver calls -> `op_parents`;
 - Python frames -> `frame_parents`, and for any query row, its innermost enclosing frame.
+Both are stack sweeps in start order, run on whole columns by `tracer.join.sweep`.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from tracer.join.columns import column, sorted_by_start
+from tracer.join.sweep import stack_tops
 from tracer.model.events import NONE, Cat, EventTable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Rounding ts and dur to ns separately can leave a child 1-2 ns past its parent's end.
 TOLERANCE_NS = 2
 _DUR_BITS = 42  # durations below 2**42 ns (73 minutes) sort under their start time in one int key
 
 
-def by_start(table: EventTable, rows: Iterable[int]) -> list[int]:
-    """Rows by start time, longer first at equal starts (so a parent precedes its children)."""
+def by_start(table: EventTable, rows: Iterable[int]) -> np.ndarray:
+    """Rows (numpy) by start time, longer first at equal starts (so a parent precedes its children)."""
+    import numpy as np
+
     ordered = sorted_by_start(table, rows)  # numpy: the same order, without a Python key per row
     if ordered is not None:
         return ordered
     ts, dur = table.ts_ns, table.dur_ns
     shift = _DUR_BITS
-    return sorted(rows, key=lambda r: (ts[r] << shift) - dur[r])
+    rows = rows.tolist() if isinstance(rows, np.ndarray) else rows
+    return np.asarray(sorted(rows, key=lambda r: (ts[r] << shift) - dur[r]), dtype=np.int64)
 
 
-def _starts_ends(table: EventTable, rows: Sequence[int]) -> tuple[list[int], list[int]]:
-    """Start and end (ns) of each row, as lists: the sweeps below read them once per row."""
+def _starts_ends(table: EventTable, rows):
+    """Rows (numpy), and their start and end (ns)."""
     import numpy as np
 
     picked = np.asarray(rows, dtype=np.int64)
     starts = column(table.ts_ns)[picked]
-    return starts.tolist(), (starts + column(table.dur_ns)[picked]).tolist()
+    return picked, starts, starts + column(table.dur_ns)[picked]
 
 
 def enclosing_parents(
@@ -45,30 +54,54 @@ def enclosing_parents(
 
     Rows whose category is in `leaves` get a parent but never become one (runtime calls). CPU ops
     with no CPU op around them (ranges do not count) are added to `top_ops`.
+
+    The stack: each row pops the entries ending more than TOLERANCE_NS before it ends, takes the
+    top as its parent, and is pushed unless it is a leaf.
     """
-    _, row_ends = _starts_ends(table, sorted_rows)
-    cat = table.cat
-    cpu_op = Cat.CPU_OP
-    stack: list[int] = []
-    ends: list[int] = []
-    ops_open: list[int] = []  # CPU ops on the stack up to and including each entry
-    for row, end in zip(sorted_rows, row_ends):
-        while ends and ends[-1] + TOLERANCE_NS < end:
-            stack.pop()
-            ends.pop()
-            ops_open.pop()
-        parents[row] = stack[-1] if stack else NONE
-        category = cat[row]
-        if category in leaves:
-            continue
-        below = ops_open[-1] if ops_open else 0
-        if category == cpu_op:
-            if below == 0:
-                top_ops.add(row)
-            below += 1
-        stack.append(row)
-        ends.append(end)
-        ops_open.append(below)
+    import numpy as np
+
+    rows, _, ends = _starts_ends(table, sorted_rows)
+    if len(rows) == 0:
+        return
+    cat = column(table.cat)[rows]
+    pushed = ~np.isin(cat, np.asarray(sorted(leaves), dtype=cat.dtype))
+    tops = stack_tops(ends - TOLERANCE_NS, ends, pushed)
+    has_parent = tops >= 0
+    column(parents)[rows] = np.where(has_parent, rows[np.maximum(tops, 0)], NONE)
+    # A CPU op is top-level when no entry on the stack below it is a CPU op: whether the chain
+    # (entry, the entry below it, ...) holds one, by pointer doubling over the answers.
+    is_op = cat == Cat.CPU_OP
+    holds_op = is_op & pushed
+    below = tops.copy()
+    while True:
+        going = np.flatnonzero((below >= 0) & ~holds_op)
+        if len(going) == 0:
+            break
+        step = below[going]
+        holds_op[going] = holds_op[step]
+        below[going] = below[step]
+    op_below = np.zeros(len(rows), dtype=bool)
+    op_below[has_parent] = holds_op[tops[has_parent]]
+    top_ops.update(rows[is_op & pushed & ~op_below].tolist())  # in sweep order, as the loop added them
+
+
+def _merged_positions(frame_starts, query_starts):
+    """Where each frame and each query goes in the merged sweep: before frame f, the queries (in
+    their order) up to the first one that does not start before f."""
+    import numpy as np
+
+    frames, queries = np.arange(len(frame_starts)), np.arange(len(query_starts))
+    if (np.diff(frame_starts) >= 0).all() and (np.diff(query_starts) >= 0).all():
+        before = np.searchsorted(query_starts, frame_starts, side="left")
+    else:  # durations the start sort could not take (by_start's Python key): merge as a loop would
+        before = np.empty(len(frame_starts), dtype=np.int64)
+        starts, j = query_starts.tolist(), 0
+        for f, start in enumerate(frame_starts.tolist()):
+            while j < len(starts) and starts[j] < start:
+                j += 1
+            before[f] = j
+    # Queries answered before frame f: the first before[f] (a count that never decreases).
+    return frames + before, queries + np.searchsorted(before, queries, side="right")
 
 
 def frames_around(
@@ -76,35 +109,34 @@ def frames_around(
     sorted_frames: Sequence[int],
     sorted_queries: Sequence[int],
     frame_parents: array,
-    innermost: dict[int, int],
+    innermost: array,
 ) -> None:
-    """Sweep Python frames; set their parents, and ``innermost[q]`` = the frame around each query's start."""
-    frame_starts, frame_ends = _starts_ends(table, sorted_frames)
-    query_starts, _ = _starts_ends(table, sorted_queries)
-    queries = sorted_queries
-    n_queries = len(queries)
-    stack: list[int] = []
-    ends: list[int] = []
-    j = 0
+    """Sweep Python frames; set their parents, and ``innermost[q]`` = the frame around q's start.
 
-    def answer_queries_before(limit: int | None) -> None:
-        nonlocal j
-        while j < n_queries and (limit is None or query_starts[j] < limit):
-            start = query_starts[j]
-            while ends and ends[-1] < start:
-                stack.pop()
-                ends.pop()
-            innermost[queries[j]] = stack[-1] if stack else NONE
-            j += 1
+    One stack sweep over frames and queries merged by start: before each frame come the queries
+    starting before it (a frame starting at the same instant as a query goes first: it may enclose
+    it). A frame pops the entries ending more than TOLERANCE_NS before it ends; a query pops the
+    frames that end before it starts.
+    """
+    import numpy as np
 
-    for row, start, end in zip(sorted_frames, frame_starts, frame_ends):
-        # A frame starting at the same instant as a query goes first: it may enclose it.
-        if j < n_queries and query_starts[j] < start:
-            answer_queries_before(start)
-        while ends and ends[-1] + TOLERANCE_NS < end:
-            stack.pop()
-            ends.pop()
-        frame_parents[row] = stack[-1] if stack else NONE
-        stack.append(row)
-        ends.append(end)
-    answer_queries_before(None)
+    frames, frame_starts, frame_ends = _starts_ends(table, sorted_frames)
+    queries, query_starts, _ = _starts_ends(table, sorted_queries)
+    total = len(frames) + len(queries)
+    if total == 0:
+        return
+    frame_at, query_at = _merged_positions(frame_starts, query_starts)
+    thresholds = np.empty(total, dtype=np.int64)
+    ends = np.zeros(total, dtype=np.int64)
+    pushed = np.zeros(total, dtype=bool)
+    row = np.empty(total, dtype=np.int64)
+    thresholds[frame_at] = frame_ends - TOLERANCE_NS
+    thresholds[query_at] = query_starts
+    ends[frame_at] = frame_ends
+    pushed[frame_at] = True
+    row[frame_at] = frames
+    row[query_at] = queries
+    tops = stack_tops(thresholds, ends, pushed)
+    found = np.where(tops >= 0, row[np.maximum(tops, 0)], NONE)
+    column(frame_parents)[frames] = found[frame_at]
+    column(innermost)[queries] = found[query_at]

@@ -72,7 +72,7 @@ class OriginBuilder:
         op_chain, range_chain, forward = self._op_context(join, anchor)
         if forward != NONE and not replay:
             return self._backward(join, forward, op_chain, range_chain, calls)
-        frame = join.innermost_frame.get(anchor, NONE)
+        frame = join.innermost_frame[anchor]
         frame_chain = self._frame_chain(join, frame)
         user = call = NONE
         k = n = 0
@@ -93,8 +93,19 @@ class OriginBuilder:
         return self._intern(
             context,
             lambda: self._build(
-                join, anchor, replay, frame_chain, op_chain, range_chain, user, call, k, n, target,
-                source_dtype, observed
+                join,
+                anchor,
+                replay,
+                frame_chain,
+                op_chain,
+                range_chain,
+                user,
+                call,
+                k,
+                n,
+                target,
+                source_dtype,
+                observed,
             ),
         )
 
@@ -127,8 +138,12 @@ class OriginBuilder:
             self._by_context[context] = found
         return found
 
+    def orders_calls(self) -> bool:
+        """Whether a call's order in its user frame can matter (there are sites or source to match)."""
+        return bool(self.sites) or bool(self.source.roots)
+
     def _needs_order(self, table, call: int) -> bool:
-        if not self.sites and not self.source.roots:
+        if not self.orders_calls():
             return False
         # CallFrom names the line of a frame call exactly; ops run directly in a frame have none.
         return not (self.use_call_from and table.cat[call] == Cat.PYTHON_FUNCTION)
