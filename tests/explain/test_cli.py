@@ -63,6 +63,7 @@ ORIGIN_KEYS = {
     "frames",
     "ops",
     "replay",
+    "before_trace",
     "candidates",
 }
 

@@ -93,11 +93,14 @@ def test_site_ranges_give_line_209_without_stacks_on_torch_211(own_gpu_traces: P
 
     trace = load_trace(own_gpu_traces / "glm5_cast_whole_sites.json.gz")
     table = trace.events
-    ranges = Counter(table.name[r].split("@")[0] for r in range(len(table)) if table.name[r].startswith("kt:"))
-    assert ranges == {"kt:site:278e0bca90": 156, "kt:site:b5cf767001": 156, "kt:fn:DecodeModel.decode_step": 2}
-    assert {Cat(table.cat[r]) for r in range(len(table)) if table.name[r].startswith("kt:")} == {
-        Cat.USER_ANNOTATION
+    ours = [r for r in range(len(table)) if table.name[r].startswith("kt:")]
+    ranges = Counter(table.name[r].split("@")[0] for r in ours)
+    assert ranges == {
+        "kt:site:278e0bca90": 156,
+        "kt:site:b5cf767001": 156,
+        "kt:fn:DecodeModel.decode_step": 2,
     }
+    assert {Cat(table.cat[r]) for r in ours} == {Cat.USER_ANNOTATION}
     assert not any(table.cat[r] == Cat.PYTHON_FUNCTION for r in range(len(table)))
     result = attribute(trace, [])
     shares = time_by_location(result)
@@ -108,3 +111,20 @@ def test_site_ranges_give_line_209_without_stacks_on_torch_211(own_gpu_traces: P
     assert origin.ranges[-1] == "kt:site:278e0bca90@examples/glm5_kv_cast/model.py:209"
     calls = sum(1 for o in result.origin_ids if result.origins[o].location == f"{MODEL}:209")
     assert calls == 2 * 78  # 2 profiled steps x 78 layers
+
+
+def test_work_launched_before_the_profiler_started_is_named_so(own_gpu_traces: Path) -> None:
+    """The H200 was still running warm-up steps when `kerneltrace profile` started recording: 593
+    kernels in the trace have no launch in it (their correlation ids precede the first recorded one)."""
+    from tracer.explain import analyse
+    from tracer.model.origin import BEFORE_TRACE_LABEL
+
+    result = attribute(load_trace(own_gpu_traces / "glm5_cast_whole_sites.json.gz"), [])
+    early = [i for i, o in enumerate(result.origin_ids) if result.origins[o].before_trace]
+    assert len(early) == 593
+    analysis = analyse(result, layers=78)
+    cast = "unrolled_elementwise_kernel<direct_copy_kernel_cuda>"
+    (finding,) = [f for f in analysis.findings if f.origin.before_trace and f.kernel_short == cast]
+    assert finding.origin.key == BEFORE_TRACE_LABEL and finding.calls == 12
+    assert analysis.findings[1] is finding  # second only to the cast at model.py:209
+    assert any(n.startswith("7.2% of GPU time ran work launched before the profiler") for n in analysis.notes)

@@ -15,9 +15,7 @@ from tracer.cli.options import capture_option, derived_output, output_option, si
 @source_option
 @sites_option
 @capture_option
-@output_option(
-    "Annotated trace to write; gzip when it ends in .gz [default: TRACE-NAME.annotated.json.gz]."
-)
+@output_option("Annotated trace to write; gzip when it ends in .gz [default: TRACE-NAME.annotated.json.gz].")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @reports_input_errors
 def command(

@@ -21,7 +21,8 @@ JSON_SHAPE = """\b
     gbps, peak_fraction, shapes [str], waste,
     origin {location, key, file, line, source, site_id, rule, confidence,
             evidence [str], ranges [str], frames [{file, function,
-            def_line, call_line}], ops [str], replay, candidates [str]}}]
+            def_line, call_line}], ops [str], replay, before_trace,
+            candidates [str]}}]
 With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
   own_work_per_step_ns, collective_ns, collective_calls, collective_source,
   step_starts_ns [int], analysis {the object above}}], combined [{kernel,

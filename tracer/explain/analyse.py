@@ -87,6 +87,12 @@ def analyse(
     attributed_ns, replay_ns, replay_attributed_ns = _attributed_ns(attributions, in_window)
 
     notes.extend(_notes(time_basis, steps, shape, busy, device, peak, findings, window_ns))
+    early_ns = sum(f.total_ns for f in findings if f.origin.before_trace)
+    if early_ns:
+        notes.append(
+            f"{early_ns / total_ns:.1%} of GPU time ran work launched before the profiler started (the GPU "
+            "was still busy with earlier steps): no origin; more warm-up steps before recording leave it out"
+        )
     return Analysis(
         trace=trace.meta.path,
         findings=tuple(findings),

@@ -88,7 +88,12 @@ class _Join:
         result = Attributions(trace=self.trace, time_basis=time_basis)
         result.gpu_rows = _int_array(gpu_rows)
         result.op_rows = _int_array(op_rows)
-        result.origin_ids = _int_array(self._origin_ids(anchors, replays, calls))
+        origin_ids = self._origin_ids(anchors, replays, calls)
+        if time_basis == "gpu":
+            before = self._launched_before_trace(gpu_rows, anchors)
+            if before.any():
+                origin_ids[before] = self.origins.before_trace_id()
+        result.origin_ids = _int_array(origin_ids)
         result.origins = self.origins.origins
         return result
 
@@ -144,6 +149,20 @@ class _Join:
         op[replay] = NONE
         anchors = np.where(op != NONE, op, launch)
         return op, anchors, replay
+
+    def _launched_before_trace(self, gpu_rows: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+        """GPU rows with no launch whose correlation id precedes every launch in the trace: work the
+        CPU queued before the profiler started (correlation ids grow in launch order)."""
+        import numpy as np
+
+        cat = column(self.table.cat)
+        correlations = column(self.table.correlation)
+        launches = correlations[rows_where(cat, _LAUNCH)]
+        launches = launches[launches != NONE]
+        if not len(launches):
+            return np.zeros(len(gpu_rows), dtype=bool)
+        mine = correlations[gpu_rows]
+        return (anchors == NONE) & (mine != NONE) & (mine < launches.min())
 
     def _leaf_ops(self) -> np.ndarray:
         """CPU ops with no CPU op inside them: the CPU-only trace's equivalent of kernels."""

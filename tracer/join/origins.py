@@ -63,6 +63,19 @@ class OriginBuilder:
         self._op_context_of: dict[int, tuple[int, int, int]] = {NONE: (_EMPTY, _EMPTY, NONE)}
         self._frames_of_chain: dict[int, tuple[Frame, ...]] = {}
 
+    def before_trace_id(self) -> int:
+        """The Origin of GPU work launched before the profiler started (still running when it did)."""
+        return self._intern(
+            ("before trace",),
+            lambda: Origin(
+                before_trace=True,
+                evidence=(
+                    "launched before the profiler started: its correlation id is below the first "
+                    "launch the trace recorded, so the launch and its CPU ops are not in the trace",
+                ),
+            ),
+        )
+
     def origin_id(self, join: _Join, anchor: int, replay: bool, calls: CallOrder) -> int:
         table = join.table
         if anchor == NONE:

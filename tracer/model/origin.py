@@ -8,6 +8,8 @@ from typing import Any
 
 from tracer.model.events import Trace
 
+BEFORE_TRACE_LABEL = "<launched before the trace>"
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -49,6 +51,7 @@ class Origin:
     confidence: float = 0.0
     evidence: tuple[str, ...] = ()  # how the line was found, in words
     replay: bool = False  # replayed from a CUDA graph
+    before_trace: bool = False  # launched before the profiler started: the launch is not in the trace
     candidates: tuple[str, ...] = field(default=(), compare=False)  # ranked "file:line" when unsure
 
     @property
@@ -76,6 +79,8 @@ class Origin:
             return own.label + via + " > " + " > ".join(self.ops)
         if self.ops:
             return " > ".join(self.ops)
+        if self.before_trace:
+            return BEFORE_TRACE_LABEL
         return "<graph replay>" if self.replay else "<unknown>"
 
     def to_dict(self) -> dict[str, Any]:

@@ -71,6 +71,8 @@ def origin_lines(finding: Finding) -> list[str]:
             head += f" > {innermost.function}"
     elif origin.replay:
         head = "<CUDA graph replay>"
+    elif origin.before_trace:
+        head = origin.key
     else:
         head = " > ".join(origin.ops) or "<unknown>"
     lines = [head]
