@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 import orjson
@@ -95,15 +96,19 @@ def test_odd_chunks_go_to_the_general_path(tmp_path: Path) -> None:
         [{**base, "dur": -1.0}],
         [{**base, "ts": True}],
         ["not an event", base],
+        [{**base, "ph": ["X", "Y"]}, {**base, "ph": ["X", "Y"]}],  # odd phases: skipped, as there
+        [{**base, "ts": 2**70}],  # an integer beyond 64 bits
+        [{**base, "dur": 2**70}],
+        [{**base, "args": {"Input Dims": [[[[[[[[[[1]]]]]]]]]] * 3, "External id": 4}}],
     ]
     refused = []
     for events in odd:
-        raw = orjson.dumps(events)
+        raw = json.dumps(events).encode()  # json: orjson writes no integer beyond 64 bits
         general, fast, count = both_paths([raw])
         refused.append(count)
         assert list(general.table.ts_ns) == list(fast.table.ts_ns)
         assert (general.malformed, general.skipped_no_ts) == (fast.malformed, fast.skipped_no_ts)
-    assert refused == [0, 1, 1, 1, 1, 1, 1, 1]
+    assert refused == [0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0]
 
 
 def test_whole_load_uses_it(tmp_path: Path) -> None:
@@ -117,3 +122,19 @@ def test_whole_load_uses_it(tmp_path: Path) -> None:
     general.add_events(events, 0)
     assert list(trace.events.name) == list(general.table.name)
     assert list(trace.events.ts_ns) == list(general.table.ts_ns)
+
+
+def test_nesting_deeper_than_orjson_reads_is_refused_not_raised() -> None:
+    """msgspec keeps a 2,000-deep value raw; orjson (which reads the kept args) stops at 1,024: the
+    fast path hands the chunk over, and the general path's own error (Unchunkable) is what surfaces."""
+    from tracer.load.chunks import Unchunkable
+
+    deep = "[" * 2000 + "1" + "]" * 2000
+    raw = (
+        b'[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0, '
+        b'"args": {"Input Dims": ' + deep.encode() + b"}}]"
+    )
+    with pytest.raises(NotClean):
+        add_clean_chunk(EventTableBuilder(), raw, 0)
+    with pytest.raises(Unchunkable):
+        add_chunk(EventTableBuilder(), raw, 0)

@@ -161,16 +161,20 @@ def add_clean_chunk(builder: EventTableBuilder, raw: bytes, first_index: int) ->
         raise NotClean("a load window")
     try:
         events = _events.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as err:  # deeper than it reads
         raise NotClean(str(err)) from None
     if not events:
         return 0
     # One column per field, all in C: attrgetter over the structs, then transposed by zip.
     ph, cat, name, pid, tid, ts, dur, args = zip(*map(_FIELDS, events), strict=True)
-    code = np.fromiter(map(_CODES.get, cat, itertools.repeat(-1)), dtype=np.int8, count=len(cat))
-    duration = np.array(ph, dtype=object) == "X"
-    if "fwdbwd" in cat and np.any(~duration & (np.array(cat, dtype=object) == "fwdbwd")):
-        raise NotClean("backward-pass flows")
+    n = len(events)
+    code = np.fromiter(map(_CODES.get, cat, itertools.repeat(-1)), dtype=np.int8, count=n)
+    # `ph` may be any JSON value: compare each to "X" (an object array of lists would broadcast).
+    duration = np.fromiter(map(operator.eq, ph, itertools.repeat("X")), dtype=bool, count=n)
+    if "fwdbwd" in cat:
+        flows = np.fromiter(map(operator.eq, cat, itertools.repeat("fwdbwd")), dtype=bool, count=n)
+        if np.any(flows & ~duration):
+            raise NotClean("backward-pass flows")
     keep = np.flatnonzero(duration & (code >= 0))
     if not len(keep):
         return len(events)
@@ -218,8 +222,11 @@ _EXACT_LIMIT = 2**53 / 1000
 
 def _times(ts: list, dur: list) -> tuple[np.ndarray, np.ndarray]:
     """ns columns exactly as the general path rounds them (`round(x * 1000)`), or `NotClean`."""
-    ts_us = np.array(ts, dtype=np.float64)  # a missing ts becomes NaN
-    dur_us = np.array(dur, dtype=np.float64)
+    try:
+        ts_us = np.array(ts, dtype=np.float64)  # a missing ts becomes NaN
+        dur_us = np.array(dur, dtype=np.float64)
+    except OverflowError:  # an integer beyond a double
+        raise NotClean("a time out of range") from None
     dur_us[np.isnan(dur_us)] = 0.0  # no dur: an instant, as in the general path
     if np.isnan(ts_us).any():
         raise NotClean("an event without a timestamp")
@@ -269,11 +276,19 @@ def _args(builder: EventTableBuilder, cats: np.ndarray, raws: list[msgspec.Raw])
             ids, parents = zip(*map(_PYTHON_IDS, python), strict=True)
             py_id[python_rows] = ids
             py_parent[python_rows] = [NONE if parent is None else parent for parent in parents]
-    except (msgspec.DecodeError, msgspec.ValidationError) as err:  # args not an object, an id not an int
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as err:  # args not an object...
         raise NotClean(str(err)) from None
     except OverflowError:
         raise NotClean("an id beyond 64 bits") from None
-    kept = np.full(n, None, dtype=object)
+    try:
+        kept = _kept_args(builder, cats, python_rows, python, op_rows, ops)
+    except orjson.JSONDecodeError as err:  # a value nested deeper than orjson reads
+        raise NotClean(str(err)) from None
+    return ext, corr, py_id, py_parent, kept
+
+
+def _kept_args(builder: EventTableBuilder, cats, python_rows, python, op_rows, ops) -> list:
+    kept = np.full(len(cats), None, dtype=object)
     if python:
         with_kept = [j for j, a in enumerate(python) if a.call_from or a.module_id]
         if with_kept:
@@ -286,7 +301,7 @@ def _args(builder: EventTableBuilder, cats: np.ndarray, raws: list[msgspec.Raw])
             positions = np.flatnonzero(op_cats == code)
             if len(positions):
                 kept[op_rows[positions]] = _kept(builder, reader, _take(ops, positions))
-    return ext, corr, py_id, py_parent, kept.tolist()
+    return kept.tolist()
 
 
 _OP_IDS = operator.attrgetter("ext", "corr")
