@@ -94,3 +94,22 @@ def test_bad_arguments_are_input_errors(tmp_path):
     with pytest.raises(InputError, match="has no attribute 'nothing'"):
         with profile(out=tmp_path / "t.json", functions=["examples.glm5_kv_cast.model.DecodeModel.nothing"]):
             pass
+
+
+def test_the_gpu_is_drained_once_just_before_the_recorded_steps(tmp_path, monkeypatch):
+    """Earlier steps' kernels must not run into the recorded window without their launches. No GPU
+    here: torch.cuda's answers are replaced after the profiler started (CPU activity only), and the
+    synchronise calls are counted against the steps taken."""
+    drained_at: list[int] = []
+    with profile(steps=2, wait=1, warmup=1, out=tmp_path / "t.json") as run:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: drained_at.append(run.steps_taken))
+        x = torch.randn(8, 8)
+        for _ in range(5):
+            x.to(torch.bfloat16)
+            run.step()
+        monkeypatch.undo()
+    assert drained_at == [2]  # after wait 1 + warmup 1, before the 2 recorded steps
+    assert run.trace_written

@@ -91,7 +91,8 @@ def analyse(
     if early_ns:
         notes.append(
             f"{early_ns / total_ns:.1%} of GPU time ran work launched before the profiler started (the GPU "
-            "was still busy with earlier steps): no origin; more warm-up steps before recording leave it out"
+            "was still busy with earlier steps): no origin; a torch.cuda.synchronize() just before the recorded "
+            "steps leaves it out (`kerneltrace profile` does)"
         )
     return Analysis(
         trace=trace.meta.path,
