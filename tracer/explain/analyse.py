@@ -63,9 +63,8 @@ def analyse(
     in_window, step_of = in_steps(activities, steps)
     if steps is not None and len(in_window) < len(activities):
         left_ns = activities.total_ns() - in_window.total_ns()
-        notes.append(
-            f"{len(activities) - len(in_window)} activities ({left_ns / 1e6:.3f} ms) outside the steps were left out"
-        )
+        left = len(activities) - len(in_window)
+        notes.append(f"{left} activities ({left_ns / 1e6:.3f} ms) outside the steps were left out")
 
     device = trace.meta.device_name if time_basis == "gpu" else None
     memory = trace.meta.devices[0].get("totalGlobalMem") if trace.meta.devices else None
@@ -90,9 +89,9 @@ def analyse(
     early_ns = sum(f.total_ns for f in findings if f.origin.before_trace)
     if early_ns:
         notes.append(
-            f"{early_ns / total_ns:.1%} of GPU time ran work launched before the profiler started (the GPU "
-            "was still busy with earlier steps): no origin; a torch.cuda.synchronize() just before the recorded "
-            "steps leaves it out (`kerneltrace profile` does)"
+            f"{early_ns / total_ns:.1%} of GPU time ran work launched before the profiler started (the "
+            "GPU was still busy with earlier steps): no origin; a torch.cuda.synchronize() just before "
+            "the recorded steps leaves it out (`kerneltrace profile` does)"
         )
     return Analysis(
         trace=trace.meta.path,
