@@ -4,7 +4,7 @@ orjson builds a dict for every event and every args object; most of that is thro
 msgspec decodes each event into a small struct of the fields we read, leaves ``args`` as raw JSON
 bytes, then decodes the args of each kind of event in one batch into the few fields we keep (the
 kept shape and dtype values stay raw bytes until a distinct one is seen). The columns are built
-with one comprehension per field.
+by C-level map/zip and numpy, not a Python loop per event.
 
 It takes only *clean* chunks: every event an object, fields of the types torch writes, times in
 range, no backward-pass flows, no load window. Anything else (`NotClean`) goes to the general path
@@ -68,6 +68,7 @@ class _PythonArgs(msgspec.Struct, rename=_PYTHON_RENAME):
 # Every key a non-Python category keeps, in one struct. Scalars and flat lists arrive typed (hashable);
 # nested lists (shapes, strides) and torch's per-input strings stay raw JSON until a new one is seen.
 _RAW_KEYS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+_PYTHON_KEYS = ("CallFrom", "Python module id")  # also kept raw
 _TUPLE_KEYS = ("grid", "block")
 _KEPT_KEYS = tuple(
     dict.fromkeys(key for cat, keys in KEPT_ARGS.items() if cat != Cat.PYTHON_FUNCTION for key in keys)
@@ -123,7 +124,6 @@ class _KeptArgs:
         return kept
 
 
-_PYTHON_KEYS = ("CallFrom", "Python module id")
 _KEPT_OF: dict[int, _KeptArgs] = {
     int(cat): _KeptArgs(tuple((_FIELD[key], key) for key in keys))
     for cat, keys in KEPT_ARGS.items()
