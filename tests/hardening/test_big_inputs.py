@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -131,11 +131,20 @@ def test_window_and_steps_on_the_command_line(glm5: Path) -> None:
 
 
 def test_window_on_a_cpu_trace_profiled_here(cpu_stack_trace: Path) -> None:
-    """3 identical steps on CPU: step 2 alone has a third of every op's calls."""
+    """3 identical steps on CPU: step 2 alone has a third of every op's calls.
+
+    Counted per op, not per (op, origin): in about 1 trace in 12 recorded here, one step's
+    `aten::empty_strided` calls split differently between two origins in the same file (the loaded
+    tables are the same by either loader path), so only the per-op counts are stable."""
     full = explain_trace(cpu_stack_trace)
     step = explain_trace(cpu_stack_trace, window=TraceWindow.parse(steps="2"))
     assert full.steps == 3 and step.steps == 1
-    calls = {(f.kernel, f.origin.location): f.calls for f in full.findings}
-    assert {key: count // 3 for key, count in calls.items()} == {
-        (f.kernel, f.origin.location): f.calls for f in step.findings
-    }
+
+    def calls_by_op(analysis) -> Counter:
+        calls: Counter = Counter()
+        for finding in analysis.findings:
+            calls[finding.kernel] += finding.calls
+        return calls
+
+    assert {op: count // 3 for op, count in calls_by_op(full).items()} == dict(calls_by_op(step))
+    assert calls_by_op(step)["aten::copy_"] > 0
