@@ -78,21 +78,19 @@ class _Join:
         time_basis = "gpu"
         gpu_rows = rows_where(cat, _GPU)
         if len(gpu_rows):
-            op_rows, anchors, replays = self._launching_ops(gpu_rows)
+            op_rows, anchors, replays, before_trace = self._launching_ops(gpu_rows)
         else:
             time_basis = "cpu"
             gpu_rows = op_rows = anchors = self._leaf_ops()
-            replays = np.zeros(len(anchors), dtype=bool)
+            replays = before_trace = np.zeros(len(anchors), dtype=bool)
         self._sweep_frames(group_by_thread(table, rows_where(cat, (_PYTHON,))), anchors)
         calls = CallOrder(self)
         result = Attributions(trace=self.trace, time_basis=time_basis)
         result.gpu_rows = _int_array(gpu_rows)
         result.op_rows = _int_array(op_rows)
         origin_ids = self._origin_ids(anchors, replays, calls)
-        if time_basis == "gpu":
-            before = self._launched_before_trace(gpu_rows, anchors)
-            if before.any():
-                origin_ids[before] = self.origins.before_trace_id()
+        if before_trace.any():
+            origin_ids[before_trace] = self.origins.before_trace_id()
         result.origin_ids = _int_array(origin_ids)
         result.origins = self.origins.origins
         return result
@@ -114,12 +112,15 @@ class _Join:
         by_class[classes[firsts]] = ids
         return by_class[classes]
 
-    def _launching_ops(self, gpu_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per GPU row: the innermost CPU op (op_rows), the row whose context explains it, replay flag.
+    def _launching_ops(self, gpu_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per GPU row: the innermost CPU op (op_rows), the row whose context explains it, replay flag,
+        launched-before-the-trace flag.
 
         The launch is the last runtime/driver call of the row's correlation id; the op, the first
         CPU op of its External id (the launch's, if the row has none), else (Triton, custom
-        launchers) the innermost CPU op around the launch. A graph launch's rows are replays.
+        launchers) the innermost CPU op around the launch. A graph launch's rows are replays. A row
+        with neither launch nor op whose correlation id precedes every launch in the trace is work
+        the CPU queued before the profiler started (correlation ids grow in launch order).
         """
         import numpy as np
 
@@ -127,7 +128,8 @@ class _Join:
         cat = column(table.cat)
         ext_ids, correlations = column(table.ext_id), column(table.correlation)
         launches = rows_where(cat, _LAUNCH)
-        launch = _lookup(correlations, launches[::-1], correlations[gpu_rows])  # last launch wins
+        correlation = correlations[gpu_rows]
+        launch = _lookup(correlations, launches[::-1], correlation)  # last launch wins
         launched = launch != NONE
         names = ValueCodes()
         launch_names = names.of(values_at(table.name, launch[launched]))
@@ -148,21 +150,12 @@ class _Join:
             climbing, above = climbing[~found], column(self.op_parents)[above[~found]]
         op[replay] = NONE
         anchors = np.where(op != NONE, op, launch)
-        return op, anchors, replay
-
-    def _launched_before_trace(self, gpu_rows: np.ndarray, anchors: np.ndarray) -> np.ndarray:
-        """GPU rows with no launch whose correlation id precedes every launch in the trace: work the
-        CPU queued before the profiler started (correlation ids grow in launch order)."""
-        import numpy as np
-
-        cat = column(self.table.cat)
-        correlations = column(self.table.correlation)
-        launches = correlations[rows_where(cat, _LAUNCH)]
-        launches = launches[launches != NONE]
-        if not len(launches):
-            return np.zeros(len(gpu_rows), dtype=bool)
-        mine = correlations[gpu_rows]
-        return (anchors == NONE) & (mine != NONE) & (mine < launches.min())
+        launch_ids = correlations[launches]
+        launch_ids = launch_ids[launch_ids != NONE]
+        before_trace = np.zeros(len(gpu_rows), dtype=bool)
+        if len(launch_ids):
+            before_trace = (anchors == NONE) & (correlation != NONE) & (correlation < launch_ids.min())
+        return op, anchors, replay, before_trace
 
     def _leaf_ops(self) -> np.ndarray:
         """CPU ops with no CPU op inside them: the CPU-only trace's equivalent of kernels."""
