@@ -111,6 +111,43 @@ def test_odd_chunks_go_to_the_general_path(tmp_path: Path) -> None:
     assert refused == [0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0]
 
 
+def test_bytes_that_are_not_utf8_are_handed_over_not_raised() -> None:
+    """A byte that is not UTF-8 in a name or an arg (a flipped byte in a copied trace): msgspec raises
+    UnicodeDecodeError, which the fast path turns into a hand-over; the general path then loads the
+    chunk or gives its own error (Unchunkable), exactly as without the fast path."""
+    from tracer.load.chunks import Unchunkable
+
+    base = b'{"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 2, "ts": 10.5, "dur": 2.0'
+    cases = {
+        "name": b"[" + base + b', "name": "aten\x80mm"}]',
+        "kept arg": b"[" + base + b', "name": "aten::mm", "args": {"Input type": ["fl\xffoat"]}}]',
+        "ignored arg": b"[" + base + b', "name": "aten::mm", "args": {"other": "\xfe"}}]',
+        "python arg": b'[{"ph": "X", "cat": "python_function", "pid": 1, "tid": 2, "ts": 1.0, "dur": 1.0, '
+        b'"name": "f\x80", "args": {"Python id": 1}}]',
+    }
+    outcomes = {}
+    for label, raw in cases.items():
+        raw = raw.decode("unicode_escape").encode("latin-1")  # the escapes become single raw bytes
+        try:
+            fast = EventTableBuilder()
+            add_chunk(fast, raw, 0)
+        except Unchunkable:
+            outcomes[label] = "unchunkable"
+            with pytest.raises(orjson.JSONDecodeError):
+                orjson.loads(raw)
+            continue
+        general = EventTableBuilder()
+        general.add_events(orjson.loads(raw), 0)
+        assert list(general.table.name) == list(fast.table.name)
+        outcomes[label] = "loaded"
+    assert outcomes == {
+        "name": "unchunkable",
+        "kept arg": "unchunkable",
+        "ignored arg": "unchunkable",
+        "python arg": "unchunkable",
+    }
+
+
 def test_whole_load_uses_it(tmp_path: Path) -> None:
     """`load_trace` on a real trace gives the table of the general path (the parse_in_chunks route)."""
     from tracer.load import load_trace

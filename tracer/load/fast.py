@@ -160,9 +160,11 @@ def add_clean_chunk(builder: EventTableBuilder, raw: bytes, first_index: int) ->
     if builder.bounds is not None:
         raise NotClean("a load window")
     try:
+        if not raw.isascii():  # msgspec skips unread strings unchecked; orjson refuses bad UTF-8 anywhere
+            raw.decode()
         events = _events.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as err:  # deeper than it reads
-        raise NotClean(str(err)) from None
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError) as err:
+        raise NotClean(str(err)) from None  # deeper than it reads, or bytes that are not UTF-8
     if not events:
         return 0
     # One column per field, all in C: attrgetter over the structs, then transposed by zip.
@@ -276,7 +278,7 @@ def _args(builder: EventTableBuilder, cats: np.ndarray, raws: list[msgspec.Raw])
             ids, parents = zip(*map(_PYTHON_IDS, python), strict=True)
             py_id[python_rows] = ids
             py_parent[python_rows] = [NONE if parent is None else parent for parent in parents]
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as err:  # args not an object...
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError) as err:
         raise NotClean(str(err)) from None
     except OverflowError:
         raise NotClean("an id beyond 64 bits") from None
