@@ -172,17 +172,21 @@ class Case:
 
 def explain_options(rng: random.Random) -> tuple[tuple[str, Any], ...]:
     """Options a user may pass: source roots (the join reads and scans the files the trace names),
-    a layer count, a step range name."""
+    a layer count, a step range name; and, in 4 of 10 cases, read blocks of a few KB: seeds are
+    smaller than the loader's 8 MB block, and only a file of several blocks goes through the chunked
+    loader (msgspec's fast path, worker processes) rather than one whole-document parse."""
+    small_blocks = (("block_bytes", rng.choice((1024, 4096, 65536))),) if rng.random() < 0.4 else ()
     choice = rng.random()
     if choice < 0.1:
-        return (("load_workers", 2),)  # the loader's worker processes, on whatever the file holds
+        return (("load_workers", 2), *small_blocks)  # the loader's worker processes
     if choice < 0.5:
-        return ()
+        return small_blocks
     if choice < 0.8:
-        return (("source", (str(REPO),)),)
+        return (("source", (str(REPO),)), *small_blocks)
     if choice < 0.9:
-        return (("layers", rng.choice((1, 3, 78, 10**6))),)
-    return (("step_range", rng.choice(("ProfilerStep", "forward", "", rng.choice(HOSTILE_TEXT)))),)
+        return (("layers", rng.choice((1, 3, 78, 10**6))), *small_blocks)
+    step_range = rng.choice(("ProfilerStep", "forward", "", rng.choice(HOSTILE_TEXT)))
+    return (("step_range", step_range), *small_blocks)
 
 
 def make_case(
@@ -194,7 +198,7 @@ def make_case(
     mutations = tuple(rng.sample(sorted(DOCUMENT_MUTATIONS), rng.choice((0, 1, 1, 2, 2, 3))))
     for mutation in mutations:
         DOCUMENT_MUTATIONS[mutation](doc, rng)
-    writer = rng.choices(list(WRITERS), weights=(4, 3, 1, 1, 1, 1, 1, 1))[0]
+    writer = rng.choices(list(WRITERS), weights=(4, 3, 1, 1, 1, 1, 1, 1, 1))[0]
     data = WRITERS[writer](kineto_json(doc), rng)
     suffix = (
         ".json.gz" if writer in ("gzip", "truncated_gzip", "corrupt_gzip") or rng.random() < 0.05 else ".json"
@@ -262,19 +266,24 @@ def render_all(path: Path, options: dict[str, Any] | None = None) -> None:
     from tracer.render.markdown import render_markdown
     from tracer.render.table import print_table
 
+    from tracer.load import source as load_source
+
     options = dict(options or {})
     workers = options.pop("load_workers", None)
-    previous = os.environ.get(LOAD_WORKERS_ENV)
+    block_bytes = options.pop("block_bytes", load_source.BLOCK_BYTES)
+    previous = os.environ.get(LOAD_WORKERS_ENV), load_source.BLOCK_BYTES
     if workers is not None:
         os.environ[LOAD_WORKERS_ENV] = str(workers)
+    load_source.BLOCK_BYTES = block_bytes
     try:
         analysis = explain_trace(path, **options)
     finally:
+        load_source.BLOCK_BYTES = previous[1]
         if workers is not None:
-            if previous is None:
+            if previous[0] is None:
                 del os.environ[LOAD_WORKERS_ENV]
             else:
-                os.environ[LOAD_WORKERS_ENV] = previous
+                os.environ[LOAD_WORKERS_ENV] = previous[0]
     graph = build_graph(analysis)
     console = Console(file=io.StringIO(), width=200, force_terminal=False)
     print_table(analysis, console)

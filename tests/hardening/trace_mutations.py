@@ -503,6 +503,19 @@ def flipped_bytes(data: bytes, rng: random.Random) -> bytes:
     return bytes(out)
 
 
+NOT_UTF8 = (b"\x80", b"\xbf", b"\xc0", b"\xff", b"\xed\xa0\x80", b"\xe2\x82")  # lone, overlong, surrogate, cut
+
+
+def not_utf8(data: bytes, rng: random.Random) -> bytes:
+    """A few letters (nearly all inside strings: names, categories, args) replaced by bytes that are
+    not UTF-8, the JSON around them intact: a file copied through a lossy channel."""
+    letters = [m.start() for m in re.finditer(rb"[A-Za-z]", data[:2_000_000])]
+    out = bytearray(data)
+    for at in sorted(rng.sample(letters, min(len(letters), rng.randint(1, 5))), reverse=True):
+        out[at : at + 1] = rng.choice(NOT_UTF8)
+    return bytes(out)
+
+
 def one_line(data: bytes, rng: random.Random) -> bytes:
     """The same JSON on one line (the loader must parse it whole instead of in chunks)."""
     try:
@@ -533,6 +546,7 @@ WRITERS: dict[str, Writer] = {
     "truncated_gzip": truncated_gzip,
     "corrupt_gzip": corrupt_gzip,
     "flipped_bytes": flipped_bytes,
+    "not_utf8": not_utf8,
     "one_line": one_line,
     "odd_layout": odd_layout,
 }

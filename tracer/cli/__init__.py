@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import traceback
+from pathlib import Path
 
 import click
 
@@ -22,6 +25,22 @@ COMMANDS = {
     "diff": "diff",
     "profile": "profile",
 }
+
+
+INTERNAL_ERROR = 3  # exit code of a bug in kerneltrace (0 ok, 1 findings, 2 usage or input error)
+DEBUG_ENV = "KERNELTRACE_DEBUG"
+
+
+def internal_error_line(err: BaseException) -> str:
+    """One line for an exception no input explains: what, where in kerneltrace, how to see more."""
+    frames = traceback.extract_tb(err.__traceback__)
+    ours = [f for f in frames if f"{os.sep}tracer{os.sep}" in f.filename] or frames
+    where = f" at {Path(ours[-1].filename).name}:{ours[-1].lineno}" if ours else ""
+    message = " ".join(str(err).split())[:300]
+    return (
+        f"kerneltrace: internal error: {type(err).__name__}: {message}{where} "
+        f"(a bug in kerneltrace, not in your input: {DEBUG_ENV}=1 shows the traceback)"
+    )
 
 
 class LazyGroup(click.Group):
@@ -44,6 +63,11 @@ class LazyGroup(click.Group):
         except click.Abort:
             click.echo("kerneltrace: aborted", err=True)
             sys.exit(1)
+        except Exception as err:  # noqa: BLE001  (a bug of ours: one line; the traceback on request)
+            if os.environ.get(DEBUG_ENV):
+                raise
+            click.echo(internal_error_line(err), err=True)
+            sys.exit(INTERNAL_ERROR)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -66,5 +90,6 @@ class LazyGroup(click.Group):
 def main() -> None:
     """Find which line of Python launched each hot GPU kernel, and why it is there.
 
-    Exit codes: 0 ok, 1 findings at or above --fail-on, 2 usage or input error.
+    Exit codes: 0 ok, 1 findings at or above --fail-on, 2 usage or input error, 3 a bug in
+    kerneltrace (one line; KERNELTRACE_DEBUG=1 shows the traceback).
     """
