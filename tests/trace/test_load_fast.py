@@ -175,3 +175,19 @@ def test_nesting_deeper_than_orjson_reads_is_refused_not_raised() -> None:
         add_clean_chunk(EventTableBuilder(), raw, 0)
     with pytest.raises(Unchunkable):
         add_chunk(EventTableBuilder(), raw, 0)
+
+
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
+def test_small_read_blocks_give_the_same_table(path: Path, monkeypatch) -> None:
+    """Read in 4 KB blocks (thousands of chunks cut at event boundaries, most through the fast path;
+    workers for the GPU traces), a real trace loads to the table and notes of one 8 MB block."""
+    from tracer.load import load_trace, source
+
+    whole = load_trace(path)
+    monkeypatch.setattr(source, "BLOCK_BYTES", 4096)
+    monkeypatch.setenv("KERNELTRACE_LOAD_WORKERS", "2" if "gpu" in str(path.parent) else "1")
+    chunked = load_trace(path)
+    for column in (*INT_COLUMNS, "name"):
+        assert list(getattr(whole.events, column)) == list(getattr(chunked.events, column)), column
+    assert whole.events.args == chunked.events.args
+    assert whole.notes == chunked.notes
