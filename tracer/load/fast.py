@@ -278,7 +278,7 @@ def _args(builder: EventTableBuilder, cats: np.ndarray, raws: list[msgspec.Raw])
             ids, parents = zip(*map(_PYTHON_IDS, python), strict=True)
             py_id[python_rows] = ids
             py_parent[python_rows] = [NONE if parent is None else parent for parent in parents]
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError) as err:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as err:  # args not an object...
         raise NotClean(str(err)) from None
     except OverflowError:
         raise NotClean("an id beyond 64 bits") from None
