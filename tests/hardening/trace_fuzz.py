@@ -261,29 +261,27 @@ def render_all(path: Path, options: dict[str, Any] | None = None) -> None:
 
     from tracer.api import explain_trace
     from tracer.graph import build_graph
+    from tracer.load import source as load_source
     from tracer.render.dot import to_dot
     from tracer.render.html import render_report
     from tracer.render.markdown import render_markdown
     from tracer.render.table import print_table
 
-    from tracer.load import source as load_source
-
     options = dict(options or {})
     workers = options.pop("load_workers", None)
-    block_bytes = options.pop("block_bytes", load_source.BLOCK_BYTES)
-    previous = os.environ.get(LOAD_WORKERS_ENV), load_source.BLOCK_BYTES
+    previous_workers, previous_blocks = os.environ.get(LOAD_WORKERS_ENV), load_source.BLOCK_BYTES
     if workers is not None:
         os.environ[LOAD_WORKERS_ENV] = str(workers)
-    load_source.BLOCK_BYTES = block_bytes
+    load_source.BLOCK_BYTES = options.pop("block_bytes", previous_blocks)
     try:
         analysis = explain_trace(path, **options)
     finally:
-        load_source.BLOCK_BYTES = previous[1]
+        load_source.BLOCK_BYTES = previous_blocks
         if workers is not None:
-            if previous[0] is None:
+            if previous_workers is None:
                 del os.environ[LOAD_WORKERS_ENV]
             else:
-                os.environ[LOAD_WORKERS_ENV] = previous[0]
+                os.environ[LOAD_WORKERS_ENV] = previous_workers
     graph = build_graph(analysis)
     console = Console(file=io.StringIO(), width=200, force_terminal=False)
     print_table(analysis, console)
