@@ -12,10 +12,13 @@ GPU_TRACE = "tests/fixtures/gpu/cudagraph_decode_stack.json.gz"
 
 def kerneltrace(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "tracer", *args], capture_output=True, text=True, timeout=120, check=False, cwd=cwd
+        [sys.executable, "-m", "tracer", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=cwd,
     )
-
-
 
 
 @pytest.mark.parametrize(
@@ -39,7 +42,9 @@ def test_one_line_and_exit_2(repo_root, args, names):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("command", ["", "scan", "rules", "explain", "graph", "report", "annotate", "diff", "profile"])
+@pytest.mark.parametrize(
+    "command", ["", "scan", "rules", "explain", "graph", "report", "annotate", "diff", "profile"]
+)
 def test_help_everywhere(command):
     result = kerneltrace(*([command] if command else []), "--help")
     assert result.returncode == 0 and result.stdout.startswith("Usage: kerneltrace")

@@ -503,7 +503,8 @@ def flipped_bytes(data: bytes, rng: random.Random) -> bytes:
     return bytes(out)
 
 
-NOT_UTF8 = (b"\x80", b"\xbf", b"\xc0", b"\xff", b"\xed\xa0\x80", b"\xe2\x82")  # lone, overlong, surrogate, cut
+# A lone continuation byte, bytes that never start UTF-8, an encoded surrogate, a cut sequence.
+NOT_UTF8 = (b"\x80", b"\xbf", b"\xc0", b"\xff", b"\xed\xa0\x80", b"\xe2\x82")
 
 
 def not_utf8(data: bytes, rng: random.Random) -> bytes:

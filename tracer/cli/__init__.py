@@ -63,7 +63,7 @@ class LazyGroup(click.Group):
         except click.Abort:
             click.echo("kerneltrace: aborted", err=True)
             sys.exit(1)
-        except Exception as err:  # noqa: BLE001  (a bug of ours: one line; the traceback on request)
+        except Exception as err:  # a bug of ours: one line; the traceback on request
             if os.environ.get(DEBUG_ENV):
                 raise
             click.echo(internal_error_line(err), err=True)

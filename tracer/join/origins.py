@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tracer.join.branches import choose_call
 from tracer.join.calls import call_from_line, methods_of_call
@@ -44,6 +44,20 @@ class _Chains:
         return found
 
 
+class _Context(NamedTuple):
+    """What an event's Origin depends on: equal contexts share one Origin (the builder's cache key)."""
+
+    frame_chain: int
+    op_chain: int
+    range_chain: int
+    replay: bool
+    k: int  # the call's place among same-kind calls of its user frame (0 when not needed)
+    n: int  # how many such calls that frame made
+    target: str | None  # a copy's target dtype
+    source_dtype: str | None
+    signature: int  # which calls the user frame made (its branches), NONE when not needed
+
+
 class OriginBuilder:
     """Turns join contexts into `Origin`s; identical contexts share one Origin (one index)."""
 
@@ -70,8 +84,10 @@ class OriginBuilder:
             lambda: Origin(
                 before_trace=True,
                 evidence=(
-                    "launched before the profiler started: its correlation id is below the first "
-                    "launch the trace recorded, so the launch and its CPU ops are not in the trace",
+                    (
+                        "launched before the profiler started: its correlation id is below the first "
+                        "launch the trace recorded, so the launch and its CPU ops are not in the trace"
+                    ),
                 ),
             ),
         )
@@ -99,28 +115,11 @@ class OriginBuilder:
         target = source_dtype = None
         if table.cat[anchor] == _CPU_OP:
             target, source_dtype = copy_dtypes(table.name[anchor], table.args[anchor])
-        context = (frame_chain, op_chain, range_chain, replay, k, n, target, source_dtype, signature)
+        context = _Context(frame_chain, op_chain, range_chain, replay, k, n, target, source_dtype, signature)
         found = self._by_context.get(context)
         if found is not None:  # most events: a context seen before (each layer of each step)
             return found
-        return self._intern(
-            context,
-            lambda: self._build(
-                join,
-                anchor,
-                replay,
-                frame_chain,
-                op_chain,
-                range_chain,
-                user,
-                call,
-                k,
-                n,
-                target,
-                source_dtype,
-                observed,
-            ),
-        )
+        return self._intern(context, lambda: self._build(join, anchor, context, user, call, observed))
 
     def _backward(self, join: _Join, forward: int, op_chain: int, range_chain: int, calls: CallOrder) -> int:
         """A backward op is explained by its forward op's line (autograd's fwdbwd flow links them)."""
@@ -223,28 +222,14 @@ class OriginBuilder:
         return frames
 
     # -- the line ---------------------------------------------------------------------------------
-    def _build(
-        self,
-        join,
-        anchor,
-        replay,
-        frame_chain,
-        op_chain,
-        range_chain,
-        user,
-        call,
-        k,
-        n,
-        target,
-        source_dtype,
-        observed,
-    ) -> Origin:
+    def _build(self, join, anchor: int, context: _Context, user: int, call: int, observed) -> Origin:
         table = join.table
-        frames = self._frames(frame_chain)
-        ops = self._op_chains.tuples[op_chain]
-        ranges = self._range_chains.tuples[range_chain]
+        k, n, target = context.k, context.n, context.target
+        frames = self._frames(context.frame_chain)
+        ops = self._op_chains.tuples[context.op_chain]
+        ranges = self._range_chains.tuples[context.range_chain]
         base = Origin(ranges=ranges, frames=frames, ops=ops)
-        if replay:
+        if context.replay:
             return replace(
                 base,
                 replay=True,
@@ -292,7 +277,7 @@ class OriginBuilder:
             reasons = (_no_site_reason(table, call, user_frame),)
         else:
             from_sites, reasons = self._from_sites(
-                base, user_frame, label, methods, k, n, target, source_dtype
+                base, user_frame, label, methods, k, n, target, context.source_dtype
             )
             if from_sites is not None and from_sites.confidence >= 1.0:
                 return from_sites
