@@ -79,7 +79,7 @@ def test_known_casts_resolve_to_their_lines(stack_trace, model_sites, model_line
         assert all("CallFrom" in o.evidence[0] for o in exact)
     else:
         first = next(o for o in to_bf16 if o.line == model_lines["first_to"])
-        assert first.evidence[0].startswith("call 1 of 5 .to calls in this run of `forward`")
+        assert "in this run of `forward` (`.to` call 1 of 5): the only line that fits" in first.evidence[0]
         assert first.site_id is not None and first.rule == "KT101"
     # cat and the subscript store: ops that run without a copy kernel of their own.
     by_outer_op = defaultdict(set)
@@ -96,7 +96,7 @@ def test_module_call_line_comes_from_the_source(stack_trace, model_sites, model_
     linear = {o for o in result.origins if o.ops[:1] == ("aten::linear",)}
     assert {o.line for o in linear} == {model_lines["proj"]}
     assert all(o.confidence == 1.0 for o in linear)
-    assert all(o.evidence[0].startswith("call 1 of 1 module calls") for o in linear)
+    assert all("(module call 1 of 1): the only line that fits" in o.evidence[0] for o in linear)
     # Without source roots the join cannot read the function: it says so instead of guessing.
     blind = attribute(stack_trace, model_sites, use_call_from=False)
     assert {o.line for o in blind.origins if o.ops[:1] == ("aten::linear",)} == {None}

@@ -63,9 +63,9 @@ def test_llama_rmsnorm_casts_on_their_two_lines(llama) -> None:
     origin = next(o for o in llama.origins if (o.file, o.line) == (LLAMA, 64))
     assert origin.source == "hidden_states = hidden_states.to(torch.float32)"
     assert origin.confidence == 1.0
-    assert (
-        origin.evidence[0]
-        == "call 1 of 2 .to calls in this run of `forward`; `forward` has 2 .to site(s) in source order"
+    assert origin.evidence[0] == (
+        "call 1 of 9 in this run of `forward` (`.to` call 1 of 2): "
+        "the only line that fits the run's whole call sequence"
     )
     assert origin.frames[-1].label == "<built-in>: method to of Tensor object"
     assert origin.frames[-2].label == f"{LLAMA}(62): forward"
@@ -106,7 +106,7 @@ def test_llama_non_cast_kernels_get_lines_from_the_source(llama) -> None:
     assert ops_at(67) == {"aten::to", "aten::mul"}
     origin = next(o for o in llama.origins if (o.file, o.line) == (LLAMA, 254))
     assert origin.confidence == 1.0
-    assert origin.evidence[0].startswith("call 1 of 4 module calls (`self.x(...)`) in this run of `forward`")
+    assert "in this run of `forward` (module call 1 of 4): the only line that fits" in origin.evidence[0]
     assert origin.source == "query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)"
 
 

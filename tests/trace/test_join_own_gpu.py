@@ -46,7 +46,7 @@ def test_branches_pick_the_projection_lines(whole_cast) -> None:
     assert {280, 285, 287} <= lines and 284 not in lines
     q_proj = next(o for o in whole_cast.origins if o.location == f"{MODEL}:285")
     assert q_proj.confidence == 1.0
-    assert "if-branches" in q_proj.evidence[0]
+    assert "(module call 2 of 3): the only line that fits" in q_proj.evidence[0]
 
 
 def test_the_fix_moves_the_cast_to_line_214(own_gpu_traces: Path, repo_root: Path) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from tracer.join.calls import CallOrder
 from tracer.join.columns import ValueCodes, column, group_by_thread, rows_where, values_at
 from tracer.join.contexts import context_classes
+from tracer.join.dtypes import COPY_OPS
 from tracer.join.frames import is_user_frame
 from tracer.join.nesting import by_start, enclosing_parents, frames_around
 from tracer.join.origins import OriginBuilder
@@ -197,6 +198,16 @@ class _Join:
                 best = cur
             cur = parents[cur]
         return best
+
+    def cast_op(self, row: int) -> int:
+        """The nearest copying op (`COPY_OPS`) at or above `row`, or NONE."""
+        cats, names, parents = self.table.cat, self.table.name, self.op_parents
+        cur = row
+        while cur != NONE:
+            if cats[cur] == _CPU_OP and names[cur] in COPY_OPS:
+                return cur
+            cur = parents[cur]
+        return NONE
 
     def user_call(self, anchor: int, frame: int) -> tuple[int, int]:
         """(U, C): the innermost user frame around the anchor, and the call in U that led to it.

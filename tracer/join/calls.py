@@ -1,15 +1,13 @@
-"""Calls inside a user frame: what a call is named, which site methods it may be, and its order."""
+"""Calls inside a user frame: the run's calls in order, which site methods a call may be, its CallFrom."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from tracer.join.columns import ValueCodes, column, values_at
 from tracer.join.frames import builtin_name, is_builtin, parse_call_from, parse_frame, same_file
 from tracer.join.sites import OP_METHODS
-from tracer.join.source_calls import MODULE_CALL, OPERATOR_ALIASES, STORE_OPS
+from tracer.join.tokens import Token, token_of
 from tracer.model.events import NONE, Cat, EventTable
 
 if TYPE_CHECKING:
@@ -21,35 +19,30 @@ _CPU_OP, _PYTHON = Cat.CPU_OP, Cat.PYTHON_FUNCTION
 
 
 class CallOrder:
-    """For a call C inside a run of user frame U: its rank among U's calls of the same name."""
+    """The calls of each run of a user frame U (its child frames and the ops run directly in it, in
+    time order), as rows and as tokens, and where a call C sits among them."""
 
     def __init__(self, join: _Join) -> None:
         self.join = join
-        self._positions: dict[int, dict[int, tuple[int, int]]] = {}
         self._children: Children | None = None  # of every frame
         self._some_children: Children | None = None  # of the frames `places` was asked about
-        self._observed: dict[int, tuple[int, Counter]] = {}
-        self._signatures: dict[tuple[str, ...], int] = {}
+        self._runs: dict[int, tuple[int, dict[int, int]]] = {}  # U -> (sequence id, C -> place)
+        self._sequences: dict[tuple[Token, ...], int] = {}
+        self.tokens: list[tuple[Token, ...]] = []  # by sequence id
 
-    def observed(self, user: int) -> tuple[int, Counter]:
-        """(signature, counts) of what one run of U called, by source-comparable name.
-
-        Runs with the same signature called the same things in the same order (same branches).
-        """
-        found = self._observed.get(user)
+    def run_of(self, user: int, call: int) -> tuple[int, int]:
+        """(id of U's call sequence, C's index in it; -1 when C is not among U's calls)."""
+        found = self._runs.get(user)
         if found is None:
             table = self.join.table
-            keys = tuple(source_key(table.name[r], table.cat[r]) for r in self._calls_in(user))
-            signature = self._signatures.setdefault(keys, len(self._signatures))
-            found = self._observed[user] = (signature, Counter(keys))
-        return found
-
-    def position(self, user: int, call: int) -> tuple[int, int]:
-        """(k, n): C is the k-th (0-based) of n same-name calls in this run of U."""
-        positions = self._positions.get(user)
-        if positions is None:
-            positions = self._positions[user] = self._rank(user)
-        return positions.get(call, (0, 1))
+            rows = self.children(user)
+            tokens = tuple(token_of(table.name[r], table.cat[r]) for r in rows)
+            sequence = self._sequences.get(tokens)
+            if sequence is None:
+                sequence = self._sequences[tokens] = len(self.tokens)
+                self.tokens.append(tokens)
+            found = self._runs[user] = (sequence, {row: i for i, row in enumerate(rows)})
+        return found[0], found[1].get(call, -1)
 
     def places(self, users, calls, asked, names: ValueCodes):
         """For the rows `asked` of (U, C) arrays: (an id of what U called, C's index among those calls).
@@ -95,18 +88,7 @@ class CallOrder:
         sequence[picked] = found
         return sequence, place
 
-    def _rank(self, user: int) -> dict[int, tuple[int, int]]:
-        names = self.join.table.name
-        by_name: dict[str, list[int]] = defaultdict(list)
-        for row in self._calls_in(user):
-            by_name[call_name(names[row])].append(row)
-        ranks: dict[int, tuple[int, int]] = {}
-        for rows in by_name.values():
-            for k, row in enumerate(rows):
-                ranks[row] = (k, len(rows))
-        return ranks
-
-    def _calls_in(self, user: int) -> list[int]:
+    def children(self, user: int) -> list[int]:
         """U's child frames and direct top-level ops, in time order."""
         some = self._some_children
         if some is not None and some.covers(user):
@@ -187,31 +169,6 @@ class Children:
             self._slot = np.full(self._table_size, -1, dtype=np.int64)
             self._slot[self.rows] = np.arange(len(self.rows))
         return self._slot[rows]
-
-
-def source_key(name: str, cat: int) -> str:
-    """The name a call has in source (as `tracer.join.source_calls` spells it) from its trace event."""
-    if cat == _CPU_OP:
-        if name in STORE_OPS:
-            return "__setitem__"
-        if name == "aten::index":
-            return "__getitem__"
-        return OPERATOR_ALIASES.get(name, name)
-    if is_builtin(name):
-        return builtin_name(name) or name
-    if name.startswith("nn.Module: "):
-        return MODULE_CALL
-    return parse_frame(name).function
-
-
-@lru_cache(maxsize=65536)  # as source_key
-def call_name(name: str) -> str:
-    """What makes calls "the same" for ordering: the builtin's method, any module, else the name."""
-    if is_builtin(name):
-        return builtin_name(name) or name
-    if name.startswith("nn.Module: "):
-        return "nn.Module"
-    return name
 
 
 def methods_of_call(name: str, cat: int) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tracer.join.columns import ValueCodes, column, distinct, values_at
-from tracer.join.dtypes import copy_dtypes
+from tracer.join.dtypes import COPY_OPS, copy_dtypes
 from tracer.join.frames import is_user_frame
 from tracer.model.events import NONE, Cat
 
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from tracer.join.calls import CallOrder
 
 _CPU_OP, _RANGE, _PYTHON = int(Cat.CPU_OP), int(Cat.USER_ANNOTATION), int(Cat.PYTHON_FUNCTION)
-_COPY_OPS = ("aten::copy_", "aten::_to_copy")  # the ops whose dtypes `copy_dtypes` reads
 _ITEM_BITS = 31  # chain ids and item codes stay below 2**31, so (parent id, item) packs in one int64
 _UNLAUNCHED, _BACKWARD, _PLAIN = 0, 1, 2  # the three kinds of context `origin_id` builds
 
@@ -140,10 +139,13 @@ def context_classes(
         ordered[ordered] = cat[call[ordered]] != _PYTHON
     sequence, place = calls.places(user, call, ordered, names)
 
+    # A copy's dtypes, read from the nearest copying op at or above the anchor (a CPU-only trace's
+    # leaf `aten::empty_strided` of a cast takes its `aten::_to_copy`'s).
     dtypes = np.where(plain, 0, -1)
     copies = np.flatnonzero(plain)
-    copies = copies[cat[anchor[copies]] == _CPU_OP]
-    dtypes[copies] = _dtype_codes(table, anchor[copies].tolist())
+    cast_rows = _gather(ops.cast_op, op_at[copies], NONE)
+    copies, cast_rows = copies[cast_rows != NONE], cast_rows[cast_rows != NONE]
+    dtypes[copies] = _dtype_codes(table, cast_rows.tolist())
 
     kind = np.where(launched, np.where(backward, _BACKWARD, _PLAIN), _UNLAUNCHED)
     columns = [
@@ -188,7 +190,7 @@ def _dtype_codes(table, rows: list[int]) -> list[int]:
     out = []
     for row in rows:
         name = names[row]
-        if name not in _COPY_OPS:
+        if name not in COPY_OPS:
             out.append(0)
             continue
         row_args = args[row]
@@ -226,6 +228,8 @@ class _OpContexts:
         self.range_chain = range_chain = np.zeros(n, dtype=np.int64)
         self.forward = forward = np.full(n, NONE, dtype=np.int64)
         self.top_op = top_op = np.full(n, NONE, dtype=np.int64)
+        self.cast_op = cast_op = np.full(n, NONE, dtype=np.int64)  # the nearest copying op, self included
+        is_cast = names.flags(lambda value: value in COPY_OPS)[name]
         op_ids, range_ids = ChainIds(), ChainIds()
         for level in tree.levels:
             above = tree.parent[level]
@@ -236,6 +240,9 @@ class _OpContexts:
             range_chain[inherit] = range_chain[source]
             forward[inherit] = forward[source]
             top_op[inherit] = top_op[source]
+            cast_op[inherit] = cast_op[source]
+            own_cast = level[is_cast[level]]
+            cast_op[own_cast] = rows[own_cast]
             grow = level[is_op[level]]
             op_chain[grow] = op_ids.extend(op_chain[grow], name[grow])
             own = forward_of[grow]

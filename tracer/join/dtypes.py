@@ -87,6 +87,9 @@ def canonical_dtype(text: str | None) -> str | None:
     return _DTYPE_ALIASES.get(text, text)
 
 
+COPY_OPS = ("aten::copy_", "aten::_to_copy")  # the ops whose dtypes `copy_dtypes` reads
+
+
 def copy_dtypes(op_name: str, args: dict[str, Any] | None) -> tuple[str | None, str | None]:
     """(target, source) dtypes of a copying op, from its recorded inputs; (None, None) if unknown."""
     if not args:

@@ -6,13 +6,12 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tracer.join.branches import choose_call
 from tracer.join.calls import call_from_line, methods_of_call
 from tracer.join.dtypes import copy_dtypes
-from tracer.join.frames import MODULE_FILE, builtin_name, is_builtin, parse_call_from, parse_frame, same_file
+from tracer.join.frames import MODULE_FILE, parse_call_from, parse_frame, same_file
+from tracer.join.locate import CallLocator
 from tracer.join.ranking import rank_sites
 from tracer.join.sites import SiteIndex, choose_site
-from tracer.join.source_calls import OPERATOR_ALIASES, STORE_OPS, SourceCalls
 from tracer.join.source_lines import SourceLines
 from tracer.model.events import NONE, Cat, Trace
 from tracer.model.origin import Frame, Origin
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 _CPU_OP, _RANGE = Cat.CPU_OP, Cat.USER_ANNOTATION
 _EMPTY = 0  # id of the empty chain in every chain table
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
+NO_SOURCE_CAP = 0.8  # sites matched by call order alone, with the function's branches unknown
 
 
 class _Chains:
@@ -51,11 +51,10 @@ class _Context(NamedTuple):
     op_chain: int
     range_chain: int
     replay: bool
-    k: int  # the call's place among same-kind calls of its user frame (0 when not needed)
-    n: int  # how many such calls that frame made
+    sequence: int  # id of the calls its user frame's run made (`CallOrder.tokens`), NONE when not needed
+    place: int  # the call's index among them
     target: str | None  # a copy's target dtype
     source_dtype: str | None
-    signature: int  # which calls the user frame made (its branches), NONE when not needed
 
 
 class OriginBuilder:
@@ -65,7 +64,7 @@ class OriginBuilder:
         self.trace = trace
         self.sites = sites
         self.source = source
-        self.source_calls = SourceCalls(source)
+        self.locator = CallLocator(source)
         self.use_call_from = use_call_from
         self.origins: list[Origin] = []
         self._origin_index: dict[Origin, int] = {}
@@ -104,22 +103,22 @@ class OriginBuilder:
         frame = join.innermost_frame[anchor]
         frame_chain = self._frame_chain(join, frame)
         user = call = NONE
-        k = n = 0
-        signature, observed = NONE, None
+        sequence, place = NONE, -1
         if not replay:
             user, call = join.user_call(anchor, frame)
             if user != NONE and call != NONE and self._needs_order(table, call):
-                k, n = calls.position(user, call)
-                # Runs that called the same things (took the same branches) share an answer.
-                signature, observed = calls.observed(user)
+                # Runs that made the same calls share an answer (each layer, each step).
+                sequence, place = calls.run_of(user, call)
         target = source_dtype = None
-        if table.cat[anchor] == _CPU_OP:
-            target, source_dtype = copy_dtypes(table.name[anchor], table.args[anchor])
-        context = _Context(frame_chain, op_chain, range_chain, replay, k, n, target, source_dtype, signature)
+        cast = join.cast_op(anchor)
+        if cast != NONE:
+            target, source_dtype = copy_dtypes(table.name[cast], table.args[cast])
+        context = _Context(frame_chain, op_chain, range_chain, replay, sequence, place, target, source_dtype)
         found = self._by_context.get(context)
         if found is not None:  # most events: a context seen before (each layer of each step)
             return found
-        return self._intern(context, lambda: self._build(join, anchor, context, user, call, observed))
+        tokens = calls.tokens[sequence] if sequence != NONE else ()
+        return self._intern(context, lambda: self._build(join, anchor, context, user, call, tokens))
 
     def _backward(self, join: _Join, forward: int, op_chain: int, range_chain: int, calls: CallOrder) -> int:
         """A backward op is explained by its forward op's line (autograd's fwdbwd flow links them)."""
@@ -222,9 +221,9 @@ class OriginBuilder:
         return frames
 
     # -- the line ---------------------------------------------------------------------------------
-    def _build(self, join, anchor: int, context: _Context, user: int, call: int, observed) -> Origin:
+    def _build(self, join, anchor: int, context: _Context, user: int, call: int, tokens) -> Origin:
         table = join.table
-        k, n, target = context.k, context.n, context.target
+        target = context.target
         frames = self._frames(context.frame_chain)
         ops = self._op_chains.tuples[context.op_chain]
         ranges = self._range_chains.tuples[context.range_chain]
@@ -268,25 +267,43 @@ class OriginBuilder:
                 return self._at_line(
                     base, user_frame.file, line, site, 1.0, (f"CallFrom names line {line} of {label}",)
                 )
-        # The static sites decide when their count agrees with the run's; otherwise (or for calls
-        # no site covers) the function's source, with its branches, may do better.
-        from_sites = None
+        # The function's source: align this run's calls with it (control flow, order, dtypes).
+        if context.place >= 0:
+            choice = self.locator.locate(user_frame, tokens, context.place, target, context.source_dtype)
+            if choice is not None:
+                return self._from_choice(base, user_frame, label, methods, tokens, context.place, choice)
+        # No source for the function: the static sites alone, by call order (no control flow known).
+        reasons: tuple[str, ...]
         if not self.sites:
-            reasons: tuple[str, ...] = ("no static sites given",)
+            reasons = ("no static sites given",)
         elif not methods:
             reasons = (_no_site_reason(table, call, user_frame),)
         else:
+            k, n = _rank_among_same(tokens, context.place)
             from_sites, reasons = self._from_sites(
                 base, user_frame, label, methods, k, n, target, context.source_dtype
             )
-            if from_sites is not None and from_sites.confidence >= 1.0:
-                return from_sites
-        from_source = self._from_source_calls(base, table, call, user_frame, k, n, observed, methods)
-        if from_source is not None and (from_sites is None or from_source.confidence > from_sites.confidence):
-            return from_source
-        if from_sites is not None:
-            return from_sites
+            if from_sites is not None:
+                return replace(
+                    from_sites,
+                    confidence=min(from_sites.confidence, NO_SOURCE_CAP),
+                    evidence=(*from_sites.evidence, "the function's source was not found: its branches are unknown"),
+                )
         return replace(base, file=user_frame.file, evidence=(f"ran in {label}", *reasons))
+
+    def _from_choice(self, base, user_frame, label, methods, tokens, place, choice) -> Origin:
+        """The Origin of an aligned call: the chosen point's line, the static site there if any."""
+        if choice.point is None:
+            return replace(base, file=user_frame.file, evidence=(f"ran in {label}", *choice.evidence))
+        file, line = user_frame.file, choice.point.line
+        site = next((s for s in self.sites.at_line(file, line) if s.method in methods), None)
+        k, n = _rank_among_same(tokens, place)
+        order = f"call {place + 1} of {len(tokens)} in this run of `{user_frame.function}` ({_kind(tokens[place])} {k + 1} of {n})"
+        evidence = (f"{order}: {choice.evidence[0]}", *choice.evidence[1:])
+        origin = self._at_line(base, file, line, site, choice.confidence, evidence)
+        if len(choice.candidates) > 1:
+            origin = replace(origin, candidates=tuple(dict.fromkeys(f"{file}:{p.line}" for p in choice.candidates)))
+        return origin
 
     def _from_sites(self, base, user_frame, label, methods, k, n, target, source_dtype):
         """(Origin, ()) when a static site of the call's method is chosen, else (None, reasons)."""
@@ -320,31 +337,6 @@ class OriginBuilder:
                 origin, candidates=tuple(f"{user_frame.file}:{s.line}" for s in choice.candidates)
             )
         return origin, ()
-
-    def _from_source_calls(self, base, table, call, user_frame, k, n, observed, methods) -> Origin | None:
-        """The k-th call of this kind in the function's source, branches resolved by the run's calls."""
-        if call == NONE or n == 0 or k >= n:
-            return None
-        function = self.source_calls.in_function(user_frame.file, user_frame.def_line)
-        if function is None:
-            return None
-        wanted, kind = _source_call_kind(table, call)
-        if wanted is None:
-            return None
-        choice = choose_call(function, wanted, nth=k, calls=n, observed=observed)
-        if choice.point is None:
-            return None
-        line = choice.point.line
-        site = next((s for s in self.sites.at_line(user_frame.file, line) if s.method in methods), None)
-        order = f"call {k + 1} of {n} {kind} in this run of `{user_frame.function}`"
-        evidence = (f"{order}; {choice.evidence[0]}", *choice.evidence[1:])
-        if site is None:
-            evidence = (*evidence, "(no static site there: found in the source)")
-        origin = self._at_line(base, user_frame.file, line, site, choice.confidence, evidence)
-        if choice.candidates:
-            ranked = dict.fromkeys(f"{user_frame.file}:{p.line}" for p in choice.candidates)
-            origin = replace(origin, candidates=tuple(ranked))
-        return origin
 
     def _at_line(
         self,
@@ -387,22 +379,24 @@ class OriginBuilder:
         return replace(origin, candidates=tuple(s.location for s in ranking.sites))
 
 
-def _source_call_kind(table, call: int):
-    """(predicate on `CallPoint`, words for the evidence) for the call C the trace shows."""
-    name, cat = table.name[call], table.cat[call]
-    if cat == _CPU_OP:
-        names = {name, OPERATOR_ALIASES.get(name, name)}
-        if name in STORE_OPS:
-            names.add("__setitem__")
-        if name == "aten::index":
-            names.add("__getitem__")
-        return (lambda p: p.name in names and not p.module_call), f"{name} ops"
-    if name.startswith("nn.Module: "):
-        return (lambda p: p.module_call), "module calls (`self.x(...)`)"
-    method = builtin_name(name) if is_builtin(name) else parse_frame(name).function
-    if not method:
-        return None, ""
-    return (lambda p: p.name == method and not p.module_call), f".{method} calls"
+def _rank_among_same(tokens, place: int) -> tuple[int, int]:
+    """(k, n): the call at `place` is the k-th (0-based) of n calls of its kind and name in the run."""
+    if not 0 <= place < len(tokens):
+        return 0, 1
+    mine = tokens[place]
+    same = [
+        i for i, t in enumerate(tokens) if t.kind == mine.kind and (t.name == mine.name or t.kind == "module")
+    ]
+    return same.index(place), len(same)
+
+
+def _kind(token) -> str:
+    """How the evidence names a call: "`.to` call", "module call", "aten::mul op"."""
+    if token.kind == "module":
+        return "module call"
+    if token.kind == "op":
+        return f"{token.name} op"
+    return f"`.{token.name}` call"
 
 
 def _no_site_reason(table, call: int, user_frame: Frame) -> str:

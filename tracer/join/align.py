@@ -1,0 +1,196 @@
+"""Align one run of a frame (its observed calls, in order) with its function's `Program`.
+
+The run's tokens are matched to the program's call points by the cheapest path through the
+program that explains the whole sequence (a Viterbi pass forward and one backward; costs in
+`tracer.join.tokens`). For any one token, every point it could be is scored by the cheapest whole
+alignment that puts it there; the answer is the best point, and how sure it is follows from how
+much more the best *other line* would cost (its margin):
+
+- a margin of at least `EXACT_MARGIN`: the only line consistent with the whole run (confidence 1.0);
+- a smaller margin: the best fit, with the runner-up named (confidence below 0.9);
+- a tie: ambiguous, every tied line listed, confidence split between them.
+
+So an ``if``/``else`` resolves from the calls each arm would have made, a call that ran only on
+some steps moves nothing after it, and a loop may run any number of times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tracer.join.program import CallPoint, Program
+from tracer.join.tokens import Token, insert_cost, match_cost
+
+INF = float("inf")
+END_EARLY = 3.0  # a run that stops before its function's end (an exception, the profiler stopping)
+EXACT_MARGIN = 1.0  # the next line would need at least this much more surprise: exact
+GOOD_MARGIN = 0.5
+MAX_WORK = 4_000_000  # tokens x edges beyond which a run is not aligned (a huge driver loop)
+_TIE = 1e-9
+
+
+@dataclass(frozen=True)
+class PointChoice:
+    """The point a token was (None: none fits), how sure, why, and the ranked other lines."""
+
+    point: CallPoint | None
+    confidence: float
+    evidence: tuple[str, ...]
+    candidates: tuple[CallPoint, ...] = ()  # best first, one per line, the chosen one included
+
+
+class Alignment:
+    """Forward and backward costs of one run (`tokens`) through `program`; ask `choose(i)`."""
+
+    def __init__(self, program: Program, tokens: Sequence[Token], *, free_start: bool = False) -> None:
+        self.program = program
+        self.tokens = tuple(tokens)
+        n = program.n_states
+        self._forward_edges = sorted(((u, v, c) for u, v, c in program.eps if u < v), key=lambda e: e[0])
+        self._backward_order = self._forward_edges[::-1]
+        self._loop_edges = [(u, v, c) for u, v, c in program.eps if u >= v]
+        self._compatible: dict[Token, list[tuple[int, int, float, int]]] = {}
+        # Tokens no point can explain are left out: they add the same cost to every alignment.
+        self._kept = [i for i, t in enumerate(self.tokens) if self._edges(t)]
+        self._position = {i: k for k, i in enumerate(self._kept)}
+        self.too_big = len(self._kept) * (len(program.eps) + len(program.consume)) > MAX_WORK
+        if self.too_big:
+            return
+        start = [INF] * n
+        for s in (program.entry, *program.resumes):
+            start[s] = 0.0
+        if free_start:
+            start = [0.0] * n
+        self._close_forward(start)
+        forward = [start]
+        for i in self._kept:
+            forward.append(self._step_forward(forward[-1], self.tokens[i]))
+        end = [END_EARLY] * n
+        end[program.exit] = 0.0
+        self._close_backward(end)
+        backward = [end]
+        for i in reversed(self._kept):
+            backward.append(self._step_backward(backward[-1], self.tokens[i]))
+        backward.reverse()
+        self._forward, self._backward = forward, backward
+        self.total = min(f + b for f, b in zip(forward[-1], end))
+
+    # -- the passes -------------------------------------------------------------------------------
+    def _edges(self, token: Token) -> list[tuple[int, int, float, int]]:
+        found = self._compatible.get(token)
+        if found is None:
+            points = self.program.points
+            found = []
+            for u, v, p in self.program.consume:
+                cost = match_cost(points[p], token)
+                if cost is not None:
+                    found.append((u, v, cost, p))
+            self._compatible[token] = found
+        return found
+
+    def _close_forward(self, cost: list[float]) -> None:
+        changed = True
+        while changed:
+            for u, v, c in self._forward_edges:
+                value = cost[u] + c
+                if value < cost[v]:
+                    cost[v] = value
+            changed = False
+            for u, v, c in self._loop_edges:
+                value = cost[u] + c
+                if value < cost[v] - _TIE:
+                    cost[v] = value
+                    changed = True
+
+    def _close_backward(self, cost: list[float]) -> None:
+        changed = True
+        while changed:
+            for u, v, c in self._backward_order:
+                value = cost[v] + c
+                if value < cost[u]:
+                    cost[u] = value
+            changed = False
+            for u, v, c in self._loop_edges:
+                value = cost[v] + c
+                if value < cost[u] - _TIE:
+                    cost[u] = value
+                    changed = True
+
+    def _step_forward(self, before: list[float], token: Token) -> list[float]:
+        extra = insert_cost(token)
+        after = [value + extra for value in before]
+        for u, v, c, _ in self._edges(token):
+            value = before[u] + c
+            if value < after[v]:
+                after[v] = value
+        self._close_forward(after)
+        return after
+
+    def _step_backward(self, later: list[float], token: Token) -> list[float]:
+        extra = insert_cost(token)
+        before = [value + extra for value in later]
+        for u, v, c, _ in self._edges(token):
+            value = later[v] + c
+            if value < before[u]:
+                before[u] = value
+        self._close_backward(before)
+        return before
+
+    # -- answers ---------------------------------------------------------------------------------
+    def scores(
+        self, i: int, penalty: Callable[[CallPoint], float] | None = None
+    ) -> tuple[dict[int, float], float]:
+        """({point index: cost of the best alignment putting token i there}, cost of leaving it out)."""
+        k = self._position.get(i)
+        if k is None or self.too_big:
+            return {}, INF
+        token = self.tokens[i]
+        before, after = self._forward[k], self._backward[k + 1]
+        points = self.program.points
+        best: dict[int, float] = {}
+        for u, v, c, p in self._edges(token):
+            value = before[u] + c + after[v]
+            if penalty is not None and value < INF:
+                value += penalty(points[p])
+            if value < best.get(p, INF):
+                best[p] = value
+        extra = insert_cost(token)
+        left_out = min(b + extra + a for b, a in zip(before, after))
+        return best, left_out
+
+    def choose(self, i: int, penalty: Callable[[CallPoint], float] | None = None) -> PointChoice:
+        """The point token i was, with a confidence from the margin to the best other line."""
+        if self.too_big:
+            return PointChoice(None, 0.0, ("the run is too long to align",))
+        best, left_out = self.scores(i, penalty)
+        if not best:
+            return PointChoice(None, 0.0, ("no call in the function's source can have made it",))
+        points = self.program.points
+        by_line: dict[int, tuple[float, int]] = {}
+        for p, value in best.items():
+            line = points[p].line
+            if value < by_line.get(line, (INF, 0))[0]:
+                by_line[line] = (value, p)
+        ranked = sorted(by_line.values())
+        top, p = ranked[0]
+        if top >= INF or top > left_out + _TIE:
+            return PointChoice(None, 0.0, ("the run fits better with this call made by no line of the source",))
+        tied = [q for value, q in ranked if value <= top + _TIE]
+        runner_up = min([value for value, _ in ranked[len(tied) :]] + [left_out])
+        margin = runner_up - top
+        candidates = tuple(points[q] for _, q in ranked[:5])
+        if len(tied) > 1:
+            lines = ", ".join(str(points[q].line) for q in tied)
+            return PointChoice(
+                points[p],
+                round(0.5 / len(tied), 3),
+                (f"ambiguous: lines {lines} fit the run's calls equally well",),
+                candidates,
+            )
+        if margin >= EXACT_MARGIN:
+            return PointChoice(points[p], 1.0, ("the only line that fits the run's whole call sequence",), candidates[:1])
+        confidence = 0.8 if margin >= GOOD_MARGIN else 0.6
+        second = points[ranked[1][1]].line if len(ranked) > 1 else None
+        why = f"fits the run's calls best; line {second} nearly as well" if second else "fits the run's calls best"
+        return PointChoice(points[p], confidence, (why,), candidates)

@@ -1,0 +1,805 @@
+"""A function's calls as a small automaton: call points in evaluation order, wired by control flow.
+
+`Program` is what the alignment (`tracer.join.align`) runs an observed run of a frame through.
+Every call, operator, subscript and ``with`` in a function body becomes a `CallPoint`, in the order
+Python evaluates them (receiver, then arguments, then the call; left operand, right operand, then
+the operator). Each point is a *consuming* edge between two states: it explains one observed call of
+the run, or is skipped (it ran but showed nothing: a scalar ``a * b``, ``int(x)``). Free edges say
+how control flows: an ``if`` takes exactly one arm, ``a and b`` may skip ``b``, a loop runs zero or
+more times, ``break``/``continue``/``return``/``raise`` jump, a ``try`` body may stop early at any
+call and enter a handler, a ``yield`` ends a run of the frame and a later run resumes after it.
+
+Comprehensions, generator expressions and lambdas run in frames of their own (Python 3.11 names
+them ``<listcomp>``, ``<genexpr>``, ``<lambda>``); 3.12 inlines list/set/dict comprehensions into
+the enclosing frame. A comprehension is therefore either one frame call or its loop inline, and
+each such node also gets a program of its own (the run of its own frame).
+
+Point lines follow CPython's ``f_lineno`` (what ``CallFrom`` and tracebacks report): a method call
+whose attribute sits on a later line than its receiver is located on the attribute's line.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+# Point kinds.
+CALL, OPERATOR, GETITEM, SETITEM, FRAME, ENTER, EXIT, PROPERTY = (
+    "call",
+    "operator",
+    "getitem",
+    "setitem",
+    "frame",
+    "enter",
+    "exit",
+    "property",
+)
+# How a call names its callee (`CallPoint.callee`).
+BY_NAME = "name"  # foo(...): a function, class or alias from the module scope
+BY_LOCAL = "local"  # fn(...) where fn is a parameter or local variable: any callable
+BY_ATTRIBUTE = "attribute"  # obj.foo(...), torch.cat(...)
+BY_SELF_ATTRIBUTE = "self_attribute"  # self.proj(...): a submodule or callable attribute
+BY_SELF_METHOD = "self_method"  # self.helper(...): a method of the class
+BY_SUBSCRIPT = "subscript"  # self.layers[i](...)
+BY_TYPE = "type"  # int(x), range(n), super(): a type call, which the profiler does not record
+OPAQUE = "opaque"  # partial(...)(x), getattr(x, "to")(d): a callee only known at run time
+
+# Python operators and the aten op each runs on tensors (the profiler's name for it).
+BINARY_OPS: dict[type, str] = {
+    ast.Mult: "aten::mul",
+    ast.Add: "aten::add",
+    ast.Sub: "aten::sub",
+    ast.Div: "aten::div",
+    ast.MatMult: "aten::matmul",
+    ast.Pow: "aten::pow",
+    ast.FloorDiv: "aten::floor_divide",
+    ast.Mod: "aten::remainder",
+    ast.BitAnd: "aten::bitwise_and",
+    ast.BitOr: "aten::bitwise_or",
+    ast.BitXor: "aten::bitwise_xor",
+    ast.LShift: "aten::bitwise_left_shift",
+    ast.RShift: "aten::bitwise_right_shift",
+}
+UNARY_OPS: dict[type, str] = {ast.USub: "aten::neg", ast.Invert: "aten::bitwise_not"}
+COMPARE_OPS: dict[type, str] = {
+    ast.Eq: "aten::eq",
+    ast.NotEq: "aten::ne",
+    ast.Lt: "aten::lt",
+    ast.LtE: "aten::le",
+    ast.Gt: "aten::gt",
+    ast.GtE: "aten::ge",
+}
+# Builtins and library names that are types: calling them records no Python frame.
+TYPE_NAMES = frozenset(
+    {
+        "super",
+        "range",
+        "int",
+        "float",
+        "bool",
+        "complex",
+        "str",
+        "bytes",
+        "list",
+        "tuple",
+        "dict",
+        "set",
+        "frozenset",
+        "slice",
+        "enumerate",
+        "zip",
+        "map",
+        "filter",
+        "reversed",
+        "object",
+        "type",
+        "property",
+        "partial",
+        "memoryview",
+        "bytearray",
+    }
+)
+# Calls that convert a tensor to a Python scalar run aten::item (or is_nonzero) directly.
+SCALAR_CONVERSIONS = frozenset({"int", "float", "bool", "complex"})
+_COMPREHENSION_FRAMES = {
+    ast.ListComp: "<listcomp>",
+    ast.SetComp: "<setcomp>",
+    ast.DictComp: "<dictcomp>",
+    ast.GeneratorExp: "<genexpr>",
+}
+
+
+@dataclass(frozen=True)
+class CallPoint:
+    """One call, operator, subscript or ``with`` in a function, where Python evaluates it."""
+
+    line: int
+    col: int
+    kind: str  # CALL, OPERATOR, GETITEM, SETITEM, FRAME, ENTER, EXIT, PROPERTY
+    name: str  # the callee's name ("to", "q_proj"), the aten op of an operator, a frame name
+    callee: str = ""  # for calls: how the callee is named (BY_NAME, BY_SELF_ATTRIBUTE, ...)
+    aliases: tuple[str, ...] = ()  # other names the callee's frame may carry (import aliases)
+    tensor_index: bool = False  # a subscript whose index may be a tensor (aten::index)
+    scalar_like: bool = False  # an operator on what look like sizes or numbers: often no op at all
+    dtype: str | None = None  # a cast's literal target: "torch.bfloat16" (`.to(torch.bfloat16)`, `.half()`)
+    device_only: bool = False  # `.to(device)`, `.cuda()`: a move that cannot change the dtype
+
+    @property
+    def location(self) -> str:
+        return f"{self.line}:{self.col}"
+
+
+@dataclass
+class Program:
+    """States 0..n-1; ``entry`` starts a run, ``exit`` ends it. ``eps`` are free (u, v, cost) edges,
+    ``consume`` are (u, v, point index) edges; ``resumes`` are states a run may also start from
+    (after a ``yield``). ``free_start``: a run may start at any point (a frame that was already
+    running when profiling began)."""
+
+    name: str
+    def_line: int
+    points: tuple[CallPoint, ...]
+    n_states: int
+    entry: int
+    exit: int
+    eps: tuple[tuple[int, int, float], ...]
+    consume: tuple[tuple[int, int, int], ...]
+    resumes: tuple[int, ...] = ()
+    point_end: tuple[int, ...] = field(default=())  # the state each point's edge ends in
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+
+# -- building -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a function's body can tell about its names: the class's methods and properties, the
+    module's import aliases, and the function's own locals and parameters."""
+
+    methods: frozenset[str] = frozenset()
+    properties: frozenset[str] = frozenset()
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    local_names: frozenset[str] = frozenset()
+
+
+class _Builder:
+    """Thompson-style construction: each visitor takes the state before a node, returns the one after
+    it (None when control cannot continue: after return, raise, break, continue)."""
+
+    def __init__(self, scope: Scope, skip_cost) -> None:
+        self.scope = scope
+        self.skip_cost = skip_cost
+        self.points: list[CallPoint] = []
+        self.point_end: list[int] = []
+        self.eps: list[tuple[int, int, float]] = []
+        self.consume: list[tuple[int, int, int]] = []
+        self.n = 0
+        self.to_exit: list[int] = []
+        self.loops: list[tuple[int, int]] = []  # (head, exit) of the loops around
+        self.resumes: list[int] = []
+        self.raise_to: list[list[int]] = []  # per enclosing try: states an exception may leave from
+
+    def state(self) -> int:
+        self.n += 1
+        return self.n - 1
+
+    def edge(self, u: int, v: int, cost: float = 0.0) -> None:
+        self.eps.append((u, v, cost))
+
+    def point(self, s: int, point: CallPoint) -> int:
+        t = self.state()
+        index = len(self.points)
+        self.points.append(point)
+        self.point_end.append(t)
+        self.consume.append((s, t, index))
+        self.edge(s, t, self.skip_cost(point))
+        for handler_sources in self.raise_to:
+            handler_sources.append(t)  # the call ran (its frame was recorded), then raised
+        return t
+
+    def finish(self, name: str, def_line: int, entry: int, end: int | None) -> Program:
+        exit_state = self.state()
+        if end is not None:
+            self.edge(end, exit_state)
+        for s in self.to_exit:
+            self.edge(s, exit_state)
+        return Program(
+            name=name,
+            def_line=def_line,
+            points=tuple(self.points),
+            n_states=self.n,
+            entry=entry,
+            exit=exit_state,
+            eps=tuple(self.eps),
+            consume=tuple(self.consume),
+            resumes=tuple(self.resumes),
+            point_end=tuple(self.point_end),
+        )
+
+    # -- statements ---------------------------------------------------------------------------------
+    def block(self, statements: Iterable[ast.stmt], s: int | None) -> int | None:
+        for statement in statements:
+            if s is None:
+                return None  # unreachable after return/raise/break/continue
+            s = self.statement(statement, s)
+        return s
+
+    def statement(self, node: ast.stmt, s: int) -> int | None:
+        if isinstance(node, ast.Expr):
+            return self.expr(node.value, s)
+        if isinstance(node, ast.Assign):
+            s = self.expr(node.value, s)
+            for target in node.targets:
+                s = self.store(target, s)
+            return s
+        if isinstance(node, ast.AnnAssign):
+            if node.value is None:
+                return s
+            return self.store(node.target, self.expr(node.value, s))
+        if isinstance(node, ast.AugAssign):
+            return self.augmented(node, s)
+        if isinstance(node, ast.Return):
+            if node.value is not None:
+                s = self.expr(node.value, s)
+            self.to_exit.append(s)
+            return None
+        if isinstance(node, ast.Raise):
+            for part in (node.exc, node.cause):
+                if part is not None:
+                    s = self.expr(part, s)
+            self.to_exit.append(s)
+            return None
+        if isinstance(node, ast.If):
+            s = self.expr(node.test, s)
+            return self.join(self.block(node.body, s), self.block(node.orelse, s))
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            return self.for_loop(node, s)
+        if isinstance(node, ast.While):
+            return self.while_loop(node, s)
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            return self.with_block(node, s)
+        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            return self.try_block(node, s)
+        if isinstance(node, ast.Break):
+            if self.loops:
+                self.edge(s, self.loops[-1][1])
+            return None
+        if isinstance(node, ast.Continue):
+            if self.loops:
+                self.edge(s, self.loops[-1][0])
+            return None
+        if isinstance(node, ast.Assert):
+            return self.expr(node.test, s)  # the message runs only when it fails
+        if isinstance(node, ast.Delete):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript):
+                    s = self.expr(target.slice, self.expr(target.value, s))
+            return s
+        if isinstance(node, ast.Match):
+            s = self.expr(node.subject, s)
+            ends = []
+            for case in node.cases:
+                t = self.expr(case.guard, s) if case.guard is not None else s
+                ends.append(self.block(case.body, t))
+            ends.append(s)  # no case matched
+            return self.join(*ends)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for decorator in node.decorator_list:  # evaluated now; the body runs in its own frame
+                s = self.expr(decorator, s)
+            return s
+        return s  # pass, import, global, nonlocal, type aliases: no calls of interest
+
+    def join(self, *ends: int | None) -> int | None:
+        live = [e for e in ends if e is not None]
+        if not live:
+            return None
+        if len(live) == 1:
+            return live[0]
+        j = self.state()
+        for e in live:
+            self.edge(e, j)
+        return j
+
+    def augmented(self, node: ast.AugAssign, s: int) -> int:
+        target = node.target
+        if isinstance(target, ast.Subscript):
+            s = self.expr(target.slice, self.expr(target.value, s))
+            s = self.point(s, self._subscript_point(target, GETITEM))
+        elif isinstance(target, ast.Attribute):
+            s = self.expr(target.value, s)
+        s = self.expr(node.value, s)
+        op = BINARY_OPS.get(type(node.op))
+        if op is not None:
+            s = self.point(
+                s, CallPoint(node.lineno, node.col_offset, OPERATOR, op + "_", scalar_like=_is_numeric(node.value))
+            )
+        if isinstance(target, ast.Subscript):
+            s = self.point(s, self._subscript_point(target, SETITEM))
+        return s
+
+    def for_loop(self, node: ast.For | ast.AsyncFor, s: int) -> int | None:
+        s = self.expr(node.iter, s)
+        head, after = self.state(), self.state()
+        self.edge(s, head)
+        loop_exit = self.state()
+        self.edge(head, loop_exit)
+        self.loops.append((head, after))
+        body_end = self.block(node.body, self.store(node.target, head))
+        self.loops.pop()
+        if body_end is not None:
+            self.edge(body_end, head)
+        else_end = self.block(node.orelse, loop_exit)
+        if else_end is not None:
+            self.edge(else_end, after)
+        return after
+
+    def while_loop(self, node: ast.While, s: int) -> int | None:
+        head, after = self.state(), self.state()
+        self.edge(s, head)
+        tested = self.expr(node.test, head)
+        loop_exit = self.state()
+        self.edge(tested, loop_exit)
+        self.loops.append((head, after))
+        body_end = self.block(node.body, tested)
+        self.loops.pop()
+        if body_end is not None:
+            self.edge(body_end, head)
+        else_end = self.block(node.orelse, loop_exit)
+        if else_end is not None:
+            self.edge(else_end, after)
+        return after
+
+    def with_block(self, node: ast.With | ast.AsyncWith, s: int) -> int | None:
+        for item in node.items:
+            s = self.expr(item.context_expr, s)
+            s = self.point(s, CallPoint(item.context_expr.lineno, item.context_expr.col_offset, ENTER, "__enter__"))
+            if item.optional_vars is not None:
+                s = self.store(item.optional_vars, s)
+        end = self.block(node.body, s)
+        if end is None:
+            return None
+        for item in reversed(node.items):
+            end = self.point(end, CallPoint(node.lineno, node.col_offset, EXIT, "__exit__"))
+        return end
+
+    def try_block(self, node: ast.Try, s: int) -> int | None:
+        sources = [s]
+        self.raise_to.append(sources)
+        body_end = self.block(node.body, s)
+        self.raise_to.pop()
+        if body_end is not None:
+            sources.append(body_end)
+        ends = [self.block(node.orelse, body_end) if body_end is not None else None]
+        if node.handlers:
+            enter = self.state()
+            for source in dict.fromkeys(sources):
+                self.edge(source, enter, 0.5)  # an exception: rare, so not free
+            for handler in node.handlers:
+                t = self.expr(handler.type, enter) if handler.type is not None else enter
+                ends.append(self.block(handler.body, t))
+        end = self.join(*ends)
+        if node.finalbody:
+            if end is None:
+                end = self.state()  # a finally runs on the way out too; keep its calls reachable
+                self.edge(s, end, 1.0)
+            end = self.block(node.finalbody, end)
+        return end
+
+    # -- stores -------------------------------------------------------------------------------------------
+    def store(self, target: ast.AST, s: int) -> int:
+        if isinstance(target, ast.Subscript):
+            s = self.expr(target.slice, self.expr(target.value, s))
+            return self.point(s, self._subscript_point(target, SETITEM))
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                s = self.store(element, s)
+            return s
+        if isinstance(target, ast.Starred):
+            return self.store(target.value, s)
+        if isinstance(target, ast.Attribute):
+            return self.expr(target.value, s)
+        return s
+
+    # -- expressions --------------------------------------------------------------------------------------
+    def exprs(self, nodes: Sequence[ast.AST | None], s: int) -> int:
+        for node in nodes:
+            if node is not None:
+                s = self.expr(node, s)
+        return s
+
+    def expr(self, node: ast.AST | None, s: int) -> int:
+        if node is None or isinstance(node, (ast.Constant, ast.Name)):
+            return s
+        if isinstance(node, ast.Call):
+            return self.call(node, s)
+        if isinstance(node, ast.Attribute):
+            s = self.expr(node.value, s)
+            if _is_self(node.value) and node.attr in self.scope.properties and isinstance(node.ctx, ast.Load):
+                s = self.point(s, CallPoint(node.end_lineno or node.lineno, node.col_offset, PROPERTY, node.attr))
+            return s
+        if isinstance(node, ast.BinOp):
+            s = self.expr(node.right, self.expr(node.left, s))
+            op = BINARY_OPS.get(type(node.op))
+            if op is None or (_is_numeric(node.left) and _is_numeric(node.right)):
+                return s
+            scalar = _is_shape_math(node.left) or _is_shape_math(node.right)
+            return self.point(s, CallPoint(node.lineno, node.col_offset, OPERATOR, op, scalar_like=scalar))
+        if isinstance(node, ast.UnaryOp):
+            s = self.expr(node.operand, s)
+            op = UNARY_OPS.get(type(node.op))
+            if op is None or _is_numeric(node.operand):
+                return s
+            return self.point(
+                s, CallPoint(node.lineno, node.col_offset, OPERATOR, op, scalar_like=_is_shape_math(node.operand))
+            )
+        if isinstance(node, ast.Compare):
+            s = self.expr(node.left, s)
+            ends = []
+            for op, right in zip(node.ops, node.comparators):
+                s = self.expr(right, s)
+                name = COMPARE_OPS.get(type(op))
+                if name is not None and not (_is_numeric(right) and _is_numeric(node.left)):
+                    scalar = _is_shape_math(node.left) or _is_shape_math(right) or _is_none(right)
+                    s = self.point(s, CallPoint(node.lineno, node.col_offset, OPERATOR, name, scalar_like=scalar))
+                ends.append(s)  # a chained comparison stops at the first false one
+            return self.join(*ends) if len(ends) > 1 else s
+        if isinstance(node, ast.BoolOp):
+            s = self.expr(node.values[0], s)
+            ends = [s]
+            for value in node.values[1:]:
+                s = self.expr(value, s)
+                ends.append(s)
+            return self.join(*ends)
+        if isinstance(node, ast.IfExp):
+            s = self.expr(node.test, s)
+            return self.join(self.expr(node.body, s), self.expr(node.orelse, s))
+        if isinstance(node, ast.Subscript):
+            s = self.expr(node.slice, self.expr(node.value, s))
+            if isinstance(node.ctx, ast.Load):
+                s = self.point(s, self._subscript_point(node, GETITEM))
+            return s
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
+            return self.comprehension(node, s)
+        if isinstance(node, ast.GeneratorExp):
+            s = self.expr(node.generators[0].iter, s)
+            # Its frame runs whenever the consumer pulls an item: zero or more times, here or below.
+            head = self.state()
+            self.edge(s, head)
+            end = self.point(head, CallPoint(node.lineno, node.col_offset, FRAME, "<genexpr>"))
+            self.edge(end, head)
+            return head
+        if isinstance(node, ast.Lambda):
+            return self.exprs(node.args.defaults, s)
+        if isinstance(node, ast.NamedExpr):
+            return self.expr(node.value, s)
+        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
+            s = self.expr(node.value, s)
+            if isinstance(node, (ast.Yield, ast.YieldFrom)):
+                self.to_exit.append(s)  # the frame's run ends at the yield ...
+                resume = self.state()
+                self.resumes.append(resume)  # ... and a later run starts here
+                return resume
+            return s
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                s = self.expr(value, self.expr(key, s))
+            return s
+        if isinstance(node, ast.Slice):
+            return self.exprs((node.lower, node.upper, node.step), s)
+        for child in ast.iter_child_nodes(node):
+            s = self.expr(child, s)
+        return s
+
+    def call(self, node: ast.Call, s: int) -> int:
+        func = node.func
+        callee, name = _callee(func, self.scope)
+        if isinstance(func, ast.Attribute):
+            s = self.expr(func.value, s)
+        elif isinstance(func, ast.Subscript):
+            s = self.expr(func.slice, self.expr(func.value, s))
+        elif not isinstance(func, ast.Name):
+            s = self.expr(func, s)
+        for argument in node.args:
+            s = self.expr(argument, s)
+        for keyword in node.keywords:
+            s = self.expr(keyword.value, s)
+        line = node.lineno
+        if isinstance(func, ast.Attribute) and func.end_lineno is not None:
+            line = func.end_lineno  # CPython places a method call on its attribute's line
+        aliases = self.scope.aliases.get(name, ()) if callee == BY_NAME else ()
+        dtype, device_only = _cast_target(node, name)
+        point = CallPoint(line, node.col_offset, CALL, name, callee, aliases, dtype=dtype, device_only=device_only)
+        return self.point(s, point)
+
+    def comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp, s: int) -> int:
+        s = self.expr(node.generators[0].iter, s)
+        # Python 3.11: one call of the comprehension's own frame. 3.12: its loop runs inline.
+        as_frame = self.point(s, CallPoint(node.lineno, node.col_offset, FRAME, _COMPREHENSION_FRAMES[type(node)]))
+        inline = self.comprehension_loop(node, node.generators, 0, s)
+        return self.join(as_frame, inline)
+
+    def comprehension_loop(self, node, generators: Sequence[ast.comprehension], i: int, s: int) -> int:
+        if i == len(generators):
+            if isinstance(node, ast.DictComp):
+                return self.expr(node.value, self.expr(node.key, s))
+            return self.expr(node.elt, s)
+        generator = generators[i]
+        if i > 0:
+            s = self.expr(generator.iter, s)
+        head, done = self.state(), self.state()
+        self.edge(s, head)
+        self.edge(head, done)
+        t = self.store(generator.target, head)
+        for condition in generator.ifs:
+            t = self.expr(condition, t)
+            self.edge(t, head)  # the condition was false: the next item
+        self.edge(self.comprehension_loop(node, generators, i + 1, t), head)
+        return done
+
+    def _subscript_point(self, node: ast.Subscript, kind: str) -> CallPoint:
+        return CallPoint(node.lineno, node.col_offset, kind, "__getitem__" if kind == GETITEM else "__setitem__",
+                         tensor_index=_is_tensor_index(node.slice))
+
+
+# -- the programs of a module -------------------------------------------------------------------------
+
+
+class ModulePrograms:
+    """The programs of every function, comprehension and lambda of one parsed module, built on demand.
+
+    Keyed as the profiler names frames: (first line, name), where a decorated function's first
+    line is its first decorator's (Python >= 3.8) and also its ``def`` line.
+    """
+
+    def __init__(self, tree: ast.Module, skip_cost) -> None:
+        self.skip_cost = skip_cost
+        self._nodes: dict[tuple[int, str], list[tuple[ast.AST, Scope]]] = {}
+        self._built: dict[tuple[int, str], Program | None] = {}
+        self._index(tree)
+
+    def _index(self, tree: ast.Module) -> None:
+        aliases = _import_aliases(tree)
+        module_scope = Scope(aliases=aliases)
+        self._add(1, "<module>", tree, module_scope)
+
+        def visit(node: ast.AST, class_node: ast.ClassDef | None) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.ClassDef):
+                    visit(child, child)
+                    continue
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    methods, properties = _class_names(class_node) if class_node is not None else ((), ())
+                    scope = Scope(frozenset(methods), frozenset(properties), aliases, _local_names(child))
+                    for line in {child.lineno, *(d.lineno for d in child.decorator_list[:1])}:
+                        self._add(line, child.name, child, scope)
+                    visit(child, None)
+                    continue
+                frame = _COMPREHENSION_FRAMES.get(type(child))
+                if frame is not None:
+                    self._add(child.lineno, frame, child, module_scope)
+                elif isinstance(child, ast.Lambda):
+                    self._add(child.lineno, "<lambda>", child, module_scope)
+                visit(child, class_node)
+
+        visit(tree, None)
+
+    def _add(self, line: int, name: str, node: ast.AST, scope: Scope) -> None:
+        self._nodes.setdefault((line, name), []).append((node, scope))
+
+    def program(self, line: int, name: str) -> Program | None:
+        """The program of the frame named ``file(line): name``; None when none (or several) fit."""
+        key = (line, name)
+        if key not in self._built:
+            found = self._nodes.get(key, [])
+            self._built[key] = self._build(found[0][0], found[0][1], name, line) if len(found) == 1 else None
+        return self._built[key]
+
+    def enclosing(self, line: int) -> tuple[int, str] | None:
+        """The innermost function whose body holds `line` (for frames that name their executing line)."""
+        best = None
+        for (first, name), entries in self._nodes.items():
+            node = entries[0][0]
+            end = getattr(node, "end_lineno", None)
+            if name == "<module>" or end is None or not first <= line <= end:
+                continue
+            if best is None or first > best[0]:
+                best = (first, name)
+        return best
+
+    def _build(self, node: ast.AST, scope: Scope, name: str, line: int) -> Program:
+        builder = _Builder(scope, self.skip_cost)
+        entry = builder.state()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            end = builder.block(node.body, entry)
+        elif isinstance(node, ast.Lambda):
+            end = builder.expr(node.body, entry)
+        elif isinstance(node, ast.GeneratorExp):
+            end = builder.comprehension_loop(node, node.generators, 0, entry)
+            builder.resumes.append(entry)
+        else:  # list/set/dict comprehension run in its own frame (Python 3.11)
+            end = builder.comprehension_loop(node, node.generators, 0, entry)
+        return builder.finish(name, line, entry, end)
+
+
+# Methods that name the dtype they cast to.
+METHOD_DTYPES: dict[str, str] = {
+    "float": "torch.float32",
+    "half": "torch.float16",
+    "bfloat16": "torch.bfloat16",
+    "double": "torch.float64",
+    "int": "torch.int32",
+    "long": "torch.int64",
+    "short": "torch.int16",
+    "bool": "torch.bool",
+    "byte": "torch.uint8",
+    "char": "torch.int8",
+}
+_DTYPE_ALIASES = {
+    "float": "float32",
+    "half": "float16",
+    "double": "float64",
+    "long": "int64",
+    "int": "int32",
+    "short": "int16",
+    "cfloat": "complex64",
+    "cdouble": "complex128",
+}
+_MOVE_KEYWORDS = frozenset({"device", "non_blocking", "copy", "memory_format"})
+
+
+def _cast_target(node: ast.Call, name: str) -> tuple[str | None, bool]:
+    """(literal target dtype, whether the call only moves) of a cast-like call; (None, False) otherwise."""
+    if name in METHOD_DTYPES and not node.args and isinstance(node.func, ast.Attribute):
+        return METHOD_DTYPES[name], False
+    if name in ("cuda", "cpu") and isinstance(node.func, ast.Attribute):
+        return None, True
+    if name not in ("to", "type") or not isinstance(node.func, ast.Attribute):
+        return None, False
+    arguments = list(node.args)
+    if isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "Tensor" and arguments:
+        arguments = arguments[1:]  # torch.Tensor.to(x, dtype): the tensor is the first argument
+    for keyword in node.keywords:
+        if keyword.arg == "dtype":
+            return _literal_dtype(keyword.value), False
+    for argument in arguments:
+        literal = _literal_dtype(argument)
+        if literal is not None:
+            return literal, False
+    moves = all(_is_device_like(a) for a in arguments) and all(k.arg in _MOVE_KEYWORDS for k in node.keywords)
+    return None, moves and bool(arguments or node.keywords)
+
+
+def _literal_dtype(node: ast.AST) -> str | None:
+    """``torch.bfloat16`` -> "torch.bfloat16" (aliases canonical: ``torch.float`` -> "torch.float32")."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        attr = node.attr
+        if attr in ("device", "Tensor"):
+            return None
+        return "torch." + _DTYPE_ALIASES.get(attr, attr)
+    return None
+
+
+def _is_device_like(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return True
+    if isinstance(node, ast.Attribute) and node.attr == "device":
+        return True
+    if isinstance(node, ast.Name) and "device" in node.id:
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "device"
+
+
+def _callee(func: ast.AST, scope: Scope) -> tuple[str, str]:
+    """(how the callee is named, its name) of a call's function expression."""
+    if isinstance(func, ast.Name):
+        name = func.id
+        if name in TYPE_NAMES:
+            return BY_TYPE, name
+        if name in scope.local_names:
+            return BY_LOCAL, name
+        return BY_NAME, name
+    if isinstance(func, ast.Attribute):
+        if _is_self(func.value):
+            if func.attr in scope.methods:
+                return BY_SELF_METHOD, func.attr
+            return BY_SELF_ATTRIBUTE, func.attr
+        if func.attr in TYPE_NAMES or func.attr in ("Size", "finfo", "iinfo", "device", "dtype"):
+            return BY_TYPE, func.attr
+        return BY_ATTRIBUTE, func.attr
+    if isinstance(func, ast.Subscript):
+        return BY_SUBSCRIPT, _subscript_name(func)
+    return OPAQUE, ""
+
+
+def _subscript_name(node: ast.Subscript) -> str:
+    value = node.value
+    return value.attr if isinstance(value, ast.Attribute) else value.id if isinstance(value, ast.Name) else ""
+
+
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _is_numeric(node: ast.AST) -> bool:
+    """A literal number (or -number): arithmetic on it alone runs no tensor op."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float, complex)) and not isinstance(
+        node.value, bool
+    )
+
+
+_SIZE_CALLS = frozenset({"len", "size", "dim", "numel", "int", "float", "range", "max", "min", "item", "math"})
+
+
+def _is_shape_math(node: ast.AST) -> bool:
+    """Arithmetic on sizes (``x.shape[-1] // 2``, ``len(xs) * 2``) usually runs in Python, not as an op."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Attribute) and child.attr in ("shape", "ndim", "itemsize"):
+            return True
+        if isinstance(child, ast.Call):
+            callee = child.func
+            name = callee.attr if isinstance(callee, ast.Attribute) else callee.id if isinstance(callee, ast.Name) else ""
+            if name in _SIZE_CALLS:
+                return True
+    return False
+
+
+def _is_tensor_index(index: ast.AST) -> bool:
+    """Whether ``x[index]`` may gather with a tensor (aten::index) rather than slice or select."""
+    if isinstance(index, ast.Tuple):
+        return any(_is_tensor_index(e) for e in index.elts)
+    if isinstance(index, (ast.Slice, ast.Constant)):
+        return False
+    if isinstance(index, ast.UnaryOp):
+        return False
+    return not _is_shape_math(index)
+
+
+def _class_names(node: ast.ClassDef) -> tuple[list[str], list[str]]:
+    methods, properties = [], []
+    for child in node.body:
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            decorators = {_decorator_name(d) for d in child.decorator_list}
+            if decorators & {"property", "cached_property", "getter"}:
+                properties.append(child.name)
+            else:
+                methods.append(child.name)
+    return methods, properties
+
+
+def _decorator_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _local_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Parameters and names the function assigns (a call through one may reach any callable)."""
+    names = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+    names.update(a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None)
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+            names.add(child.id)
+    return frozenset(names)
+
+
+def _import_aliases(tree: ast.Module) -> dict[str, tuple[str, ...]]:
+    """``from m import a as b`` -> {"b": ("a",)}: the frame of a call of b is named a."""
+    aliases: dict[str, tuple[str, ...]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.asname and alias.asname != alias.name:
+                    aliases[alias.asname] = (*aliases.get(alias.asname, ()), alias.name)
+    return aliases
