@@ -7,8 +7,10 @@ import pytest
 
 from tracer.join import sites_for_trace
 from tracer.join.attribute import _Join
+from tracer.join.origins import OriginBuilder
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines
+from tracer.join.state import JoinState
 from tracer.load import load_trace
 
 
@@ -17,7 +19,9 @@ class _EveryAnchor(_Join):
 
     def _origin_ids(self, anchors, replays, calls):
         origin_id = self.origins.origin_id
-        return np.asarray([origin_id(self, a, r, calls) for a, r in zip(anchors.tolist(), replays.tolist())])
+        return np.asarray(
+            [origin_id(self.state, a, r, calls) for a, r in zip(anchors.tolist(), replays.tolist())]
+        )
 
 
 class _Counting(_Join):
@@ -37,9 +41,14 @@ class _Counting(_Join):
         return super()._origin_ids(anchors, replays, calls)
 
 
+def _join(join_class, trace, sites, roots, use_call_from=True):
+    state = JoinState(trace, use_call_from and trace.meta.has_call_from)
+    return join_class(state, OriginBuilder(trace, SiteIndex(sites), SourceLines(roots), state.use_call_from))
+
+
 def _attribute(join_class, trace, roots, use_call_from=True):
     sites = sites_for_trace(trace, roots) if roots else []
-    return join_class(trace, SiteIndex(sites), SourceLines(roots), use_call_from).run()
+    return _join(join_class, trace, sites, roots, use_call_from).run()
 
 
 CASES = [
@@ -72,7 +81,7 @@ def test_llama_asks_the_builder_once_per_context(shared_gpu_traces, transformers
     """4,620 GPU activities in 822 contexts (262 Origins): the builder sees one activity per context."""
     trace = load_trace(shared_gpu_traces / "hf_llama_generate_stack.json.gz")
     roots = [transformers_src]
-    every = _EveryAnchor(trace, SiteIndex(sites_for_trace(trace, roots)), SourceLines(roots), True)
+    every = _join(_EveryAnchor, trace, sites_for_trace(trace, roots), roots)
     every.run()
     _Counting.asked = 0
     result = _attribute(_Counting, trace, roots)

@@ -2,14 +2,15 @@
 
 kernel -> runtime launch (correlation) -> innermost cpu_op (External id, else time containment)
 -> parent ops and record_function ranges (`nesting`) -> Python frames (a separate sweep) -> the
-innermost user frame U and the call C in it that led to the kernel (`calls`). The line, first
-answer wins (`origins`):
+innermost user frame U and the call C in it that led to the kernel. What the sweeps found is one
+public record, `JoinState` (`state`). The line, first answer wins (`origins`):
 1. a ``kt:site:`` range around the op (kerneltrace's instrumentation): exact;
 2. C's ``CallFrom`` (torch >= 2.14): exact;
-3. the static sites of U's function: C is the k-th call of its method in this run of U, so the k-th
-   site of that method in source order, when the counts agree (`sites`);
-4. U's source, read under the source roots: the same rule over every call and operator, with the
-   if-branches this run took inferred from everything else it called (`source_calls`);
+3. U's source, read under the source roots: the run's calls (child frames and the ops run directly
+   in U, as tokens: `tokens`) are aligned with the function's call points in evaluation order, wired
+   by its control flow (`program`, `align`, `locate`): the line is the point C was in the cheapest
+   alignment of the whole run, exact when no other line comes close, else a ranked answer;
+4. no source for U: the static sites of its function, by call order (`sites`), confidence <= 0.8;
 5. no Python frames at all: a ranking of the sites whose ops match (`ranking`), confidence < 0.5.
 Kernels replayed from a CUDA graph are labelled (`Origin.replay`), never given a line here.
 """

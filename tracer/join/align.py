@@ -175,7 +175,9 @@ class Alignment:
         ranked = sorted(by_line.values())
         top, p = ranked[0]
         if top >= INF or top > left_out + _TIE:
-            return PointChoice(None, 0.0, ("the run fits better with this call made by no line of the source",))
+            return PointChoice(
+                None, 0.0, ("the run fits better with this call made by no line of the source",)
+            )
         tied = [q for value, q in ranked if value <= top + _TIE]
         runner_up = min([value for value, _ in ranked[len(tied) :]] + [left_out])
         margin = runner_up - top
@@ -189,8 +191,14 @@ class Alignment:
                 candidates,
             )
         if margin >= EXACT_MARGIN:
-            return PointChoice(points[p], 1.0, ("the only line that fits the run's whole call sequence",), candidates[:1])
+            return PointChoice(
+                points[p], 1.0, ("the only line that fits the run's whole call sequence",), candidates[:1]
+            )
         confidence = 0.8 if margin >= GOOD_MARGIN else 0.6
         second = points[ranked[1][1]].line if len(ranked) > 1 else None
-        why = f"fits the run's calls best; line {second} nearly as well" if second else "fits the run's calls best"
+        why = (
+            f"fits the run's calls best; line {second} nearly as well"
+            if second
+            else "fits the run's calls best"
+        )
         return PointChoice(points[p], confidence, (why,), candidates)

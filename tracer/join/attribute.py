@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING
 from tracer.join.calls import CallOrder
 from tracer.join.columns import ValueCodes, column, group_by_thread, rows_where, values_at
 from tracer.join.contexts import context_classes
-from tracer.join.dtypes import COPY_OPS
-from tracer.join.frames import is_user_frame
 from tracer.join.nesting import by_start, enclosing_parents, frames_around
 from tracer.join.origins import OriginBuilder
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines
+from tracer.join.state import JoinState
 from tracer.model.events import NONE, Cat, Trace
 from tracer.model.origin import Attributions
 from tracer.model.site import Site
@@ -47,25 +46,22 @@ def attribute(
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the join allocates many small acyclic objects; collections would only rescan them
     try:
-        return _Join(trace, SiteIndex(sites or ()), SourceLines(source_roots), use_call_from).run()
+        state = JoinState(trace, use_call_from and trace.meta.has_call_from)
+        origins = OriginBuilder(trace, SiteIndex(sites or ()), SourceLines(source_roots), state.use_call_from)
+        return _Join(state, origins).run()
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
 class _Join:
-    def __init__(self, trace: Trace, sites: SiteIndex, source: SourceLines, use_call_from: bool) -> None:
-        self.trace = trace
-        self.table = trace.events
-        self.use_call_from = use_call_from and trace.meta.has_call_from
-        self.origins = OriginBuilder(trace, sites, source, self.use_call_from)
-        n = len(self.table)
-        self.op_parents = array("q", [NONE]) * n
-        self.frame_parents = array("q", [NONE]) * n
-        self.top_ops: set[int] = set()
-        self.innermost_frame = array("q", [NONE]) * n  # by row: the frame around it (queried rows only)
-        self.sorted_frames: dict[tuple[int, int], np.ndarray] = {}  # by thread, in start order
-        self._user_above: dict[int, tuple[int, int]] = {}  # non-user frame -> (U, C), see user_call
+    """The sweeps that fill a `JoinState`, then one Origin per context class."""
+
+    def __init__(self, state: JoinState, origins: OriginBuilder) -> None:
+        self.state = state
+        self.trace = state.trace
+        self.table = state.table
+        self.origins = origins
 
     # -- the pipeline -------------------------------------------------------------------------
     def run(self) -> Attributions:
@@ -75,7 +71,9 @@ class _Join:
         cat = column(table.cat)
         op_threads = group_by_thread(table, rows_where(cat, (_CPU_OP, _RANGE, *_LAUNCH)))
         for rows in op_threads.values():
-            enclosing_parents(table, by_start(table, rows), self.op_parents, set(_LAUNCH), self.top_ops)
+            enclosing_parents(
+                table, by_start(table, rows), self.state.op_parents, set(_LAUNCH), self.state.top_ops
+            )
         time_basis = "gpu"
         gpu_rows = rows_where(cat, _GPU)
         if len(gpu_rows):
@@ -85,7 +83,7 @@ class _Join:
             gpu_rows = op_rows = anchors = self._leaf_ops()
             replays = before_trace = np.zeros(len(anchors), dtype=bool)
         self._sweep_frames(group_by_thread(table, rows_where(cat, (_PYTHON,))), anchors)
-        calls = CallOrder(self)
+        calls = CallOrder(self.state)
         result = Attributions(trace=self.trace, time_basis=time_basis)
         result.gpu_rows = _int_array(gpu_rows)
         result.op_rows = _int_array(op_rows)
@@ -104,10 +102,12 @@ class _Join:
         """
         import numpy as np
 
-        classes, firsts = context_classes(self, anchors, replays, calls, ValueCodes())
+        classes, firsts = context_classes(
+            self.state, anchors, replays, calls, ValueCodes(), self.origins.orders_calls()
+        )
         ids = np.empty(len(firsts), dtype=np.int64)
         for position, (anchor, replay) in enumerate(zip(anchors[firsts].tolist(), replays[firsts].tolist())):
-            ids[position] = self.origins.origin_id(self, anchor, replay, calls)
+            ids[position] = self.origins.origin_id(self.state, anchor, replay, calls)
         # classes number the sorted contexts; firsts are in anchor order: map one to the other.
         by_class = np.empty(len(firsts), dtype=np.int64)
         by_class[classes[firsts]] = ids
@@ -143,12 +143,12 @@ class _Join:
         op = _lookup(ext_ids, rows_where(cat, (_CPU_OP,)), ext)
         # No op by External id: walk up from the launch to the first CPU op around it.
         climbing = np.flatnonzero((op == NONE) & launched & ~replay)
-        above = column(self.op_parents)[launch[climbing]]
+        above = column(self.state.op_parents)[launch[climbing]]
         while len(climbing):
             found = above == NONE
             found[~found] = cat[above[~found]] == _CPU_OP
             op[climbing[found]] = above[found]
-            climbing, above = climbing[~found], column(self.op_parents)[above[~found]]
+            climbing, above = climbing[~found], column(self.state.op_parents)[above[~found]]
         op[replay] = NONE
         anchors = np.where(op != NONE, op, launch)
         launch_ids = correlations[launches]
@@ -163,7 +163,7 @@ class _Join:
         import numpy as np
 
         ops = rows_where(column(self.table.cat), (_CPU_OP,))
-        parents = column(self.op_parents)[ops]
+        parents = column(self.state.op_parents)[ops]
         has_child = np.zeros(len(self.table), dtype=bool)
         has_child[parents[parents != NONE]] = True
         return ops[~has_child[ops]]
@@ -179,58 +179,13 @@ class _Join:
         asked = np.zeros(len(table), dtype=bool)
         asked[anchors[anchors != NONE]] = True
         asked[np.fromiter(self.trace.fwdbwd.values(), dtype=np.int64)] = True
-        asked[np.fromiter(self.top_ops, dtype=np.int64, count=len(self.top_ops))] = True
+        asked[np.fromiter(self.state.top_ops, dtype=np.int64, count=len(self.state.top_ops))] = True
         asked = group_by_thread(table, np.flatnonzero(asked))
         empty = np.zeros(0, dtype=np.int64)
         for key, frames in frame_threads.items():
-            ordered = self.sorted_frames[key] = by_start(table, frames)
+            ordered = self.state.sorted_frames[key] = by_start(table, frames)
             queries = by_start(table, asked.get(key, empty))
-            frames_around(table, ordered, queries, self.frame_parents, self.innermost_frame)
-
-    # -- chains (used by OriginBuilder) ---------------------------------------------------------
-    def outermost_op(self, row: int) -> int:
-        """The outermost CPU op enclosing `row` (itself if it is a top-level op)."""
-        cats, parents = self.table.cat, self.op_parents
-        best = row if cats[row] == _CPU_OP else NONE
-        cur = parents[row]
-        while cur != NONE:
-            if cats[cur] == _CPU_OP:
-                best = cur
-            cur = parents[cur]
-        return best
-
-    def cast_op(self, row: int) -> int:
-        """The nearest copying op (`COPY_OPS`) at or above `row`, or NONE."""
-        cats, names, parents = self.table.cat, self.table.name, self.op_parents
-        cur = row
-        while cur != NONE:
-            if cats[cur] == _CPU_OP and names[cur] in COPY_OPS:
-                return cur
-            cur = parents[cur]
-        return NONE
-
-    def user_call(self, anchor: int, frame: int) -> tuple[int, int]:
-        """(U, C): the innermost user frame around the anchor, and the call in U that led to it.
-
-        C is U's child frame on the way down (a builtin such as ``.to``, a module call, a torch
-        function), or, when the op runs directly in U (``x[i] = v``), the outermost op itself.
-        """
-        names = self.table.name
-        if frame == NONE:
-            return NONE, NONE
-        if is_user_frame(names[frame]):
-            return frame, self.outermost_op(anchor)
-        found = self._user_above.get(frame)
-        if found is None:  # the walk up depends on the frame only: many anchors share it
-            found = self._user_above[frame] = self._walk_to_user(frame)
-        return found
-
-    def _walk_to_user(self, frame: int) -> tuple[int, int]:
-        names, parents = self.table.name, self.frame_parents
-        child, cur = frame, parents[frame]
-        while cur != NONE and not is_user_frame(names[cur]):
-            child, cur = cur, parents[cur]
-        return cur, child if cur != NONE else NONE
+            frames_around(table, ordered, queries, self.state.frame_parents, self.state.innermost_frame)
 
 
 def _lookup(values: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ from tracer.model.events import NONE, Cat, EventTable
 if TYPE_CHECKING:
     import numpy as np
 
-    from tracer.join.attribute import _Join
+    from tracer.join.state import JoinState
 
 _CPU_OP, _PYTHON = Cat.CPU_OP, Cat.PYTHON_FUNCTION
 
@@ -22,7 +22,7 @@ class CallOrder:
     """The calls of each run of a user frame U (its child frames and the ops run directly in it, in
     time order), as rows and as tokens, and where a call C sits among them."""
 
-    def __init__(self, join: _Join) -> None:
+    def __init__(self, join: JoinState) -> None:
         self.join = join
         self._children: Children | None = None  # of every frame
         self._some_children: Children | None = None  # of the frames `places` was asked about
@@ -106,7 +106,7 @@ class Children:
     the top-level ops). Group g holds ``rows[starts[g]:ends[g]]``, the calls of frame ``keys[g]``.
     """
 
-    def __init__(self, join: _Join, parents: np.ndarray | None = None) -> None:
+    def __init__(self, join: JoinState, parents: np.ndarray | None = None) -> None:
         import numpy as np
 
         innermost = column(join.innermost_frame)

@@ -24,8 +24,8 @@ from tracer.model.events import NONE, Cat
 if TYPE_CHECKING:
     import numpy as np
 
-    from tracer.join.attribute import _Join
     from tracer.join.calls import CallOrder
+    from tracer.join.state import JoinState
 
 _CPU_OP, _RANGE, _PYTHON = int(Cat.CPU_OP), int(Cat.USER_ANNOTATION), int(Cat.PYTHON_FUNCTION)
 _ITEM_BITS = 31  # chain ids and item codes stay below 2**31, so (parent id, item) packs in one int64
@@ -95,7 +95,12 @@ class Tree:
 
 
 def context_classes(
-    join: _Join, anchors: np.ndarray, replays: np.ndarray, calls: CallOrder, names: ValueCodes
+    join: JoinState,
+    anchors: np.ndarray,
+    replays: np.ndarray,
+    calls: CallOrder,
+    names: ValueCodes,
+    orders_calls: bool,
 ):
     """(class of each anchor, the first anchor of each class in order): equal classes, equal Origins."""
     import numpy as np
@@ -123,7 +128,7 @@ def context_classes(
     frame_chain = np.where(plain, 0, -1)
     frame_chain[framed] = frames.chain[frame_at[framed]]
 
-    # (U, C) as `_Join.user_call` finds them: a user frame's own op runs directly in it.
+    # (U, C) as `JoinState.user_call` finds them: a user frame's own op runs directly in it.
     user = np.full(len(anchor), NONE, dtype=np.int64)
     call = np.full(len(anchor), NONE, dtype=np.int64)
     asked = framed & ~replay
@@ -134,7 +139,7 @@ def context_classes(
     below = asked & ~in_user
     user[below] = frames.user[frame_at[below]]
     call[below] = frames.call[frame_at[below]]
-    ordered = (user != NONE) & (call != NONE) & join.origins.orders_calls()
+    ordered = (user != NONE) & (call != NONE) & orders_calls
     if join.use_call_from:
         ordered[ordered] = cat[call[ordered]] != _PYTHON
     sequence, place = calls.places(user, call, ordered, names)
@@ -205,7 +210,7 @@ def _dtype_codes(table, rows: list[int]) -> list[int]:
 class _OpContexts:
     """Per op-family row of the anchors' trees: op chain id, range chain id, forward op, outermost op."""
 
-    def __init__(self, join: _Join, anchors: np.ndarray, names: ValueCodes) -> None:
+    def __init__(self, join: JoinState, anchors: np.ndarray, names: ValueCodes) -> None:
         import numpy as np
 
         table = join.table
@@ -254,9 +259,9 @@ class _OpContexts:
 
 
 class _FrameContexts:
-    """Per frame of the anchors' frame trees: chain id, user frame, and (U, C) of `_Join._walk_to_user`."""
+    """Per frame of the anchors' frame trees: chain id, user frame, and (U, C) as `JoinState` walks them."""
 
-    def __init__(self, join: _Join, frames: np.ndarray, names: ValueCodes) -> None:
+    def __init__(self, join: JoinState, frames: np.ndarray, names: ValueCodes) -> None:
         import numpy as np
 
         table = join.table

@@ -19,8 +19,8 @@ from tracer.model.ranges import parse_site_range
 from tracer.model.site import Site
 
 if TYPE_CHECKING:
-    from tracer.join.attribute import _Join
     from tracer.join.calls import CallOrder
+    from tracer.join.state import JoinState
 
 _CPU_OP, _RANGE = Cat.CPU_OP, Cat.USER_ANNOTATION
 _EMPTY = 0  # id of the empty chain in every chain table
@@ -91,7 +91,7 @@ class OriginBuilder:
             ),
         )
 
-    def origin_id(self, join: _Join, anchor: int, replay: bool, calls: CallOrder) -> int:
+    def origin_id(self, join: JoinState, anchor: int, replay: bool, calls: CallOrder) -> int:
         table = join.table
         if anchor == NONE:
             return self._intern(
@@ -120,7 +120,9 @@ class OriginBuilder:
         tokens = calls.tokens[sequence] if sequence != NONE else ()
         return self._intern(context, lambda: self._build(join, anchor, context, user, call, tokens))
 
-    def _backward(self, join: _Join, forward: int, op_chain: int, range_chain: int, calls: CallOrder) -> int:
+    def _backward(
+        self, join: JoinState, forward: int, op_chain: int, range_chain: int, calls: CallOrder
+    ) -> int:
         """A backward op is explained by its forward op's line (autograd's fwdbwd flow links them)."""
         forward_id = self.origin_id(join, forward, False, calls)
 
@@ -160,7 +162,7 @@ class OriginBuilder:
         return not (self.use_call_from and table.cat[call] == Cat.PYTHON_FUNCTION)
 
     # -- chains ----------------------------------------------------------------------------------
-    def _frame_chain(self, join: _Join, frame: int) -> int:
+    def _frame_chain(self, join: JoinState, frame: int) -> int:
         memo = self._frame_chain_of
         known = memo.get(frame)
         if known is not None:  # most anchors sit in a frame already seen
@@ -178,7 +180,7 @@ class OriginBuilder:
             chain = memo[row] = self._frame_chains.extend(chain, (names[row], call_from))
         return chain
 
-    def _op_context(self, join: _Join, row: int) -> tuple[int, int, int]:
+    def _op_context(self, join: JoinState, row: int) -> tuple[int, int, int]:
         """(op chain id, range chain id, the forward op row if this runs in a backward op)."""
         memo = self._op_context_of
         known = memo.get(row)
@@ -287,7 +289,10 @@ class OriginBuilder:
                 return replace(
                     from_sites,
                     confidence=min(from_sites.confidence, NO_SOURCE_CAP),
-                    evidence=(*from_sites.evidence, "the function's source was not found: its branches are unknown"),
+                    evidence=(
+                        *from_sites.evidence,
+                        "the function's source was not found: its branches are unknown",
+                    ),
                 )
         return replace(base, file=user_frame.file, evidence=(f"ran in {label}", *reasons))
 
@@ -298,11 +303,14 @@ class OriginBuilder:
         file, line = user_frame.file, choice.point.line
         site = next((s for s in self.sites.at_line(file, line) if s.method in methods), None)
         k, n = _rank_among_same(tokens, place)
-        order = f"call {place + 1} of {len(tokens)} in this run of `{user_frame.function}` ({_kind(tokens[place])} {k + 1} of {n})"
+        kind = f"{_kind(tokens[place])} {k + 1} of {n}"
+        order = f"call {place + 1} of {len(tokens)} in this run of `{user_frame.function}` ({kind})"
         evidence = (f"{order}: {choice.evidence[0]}", *choice.evidence[1:])
         origin = self._at_line(base, file, line, site, choice.confidence, evidence)
         if len(choice.candidates) > 1:
-            origin = replace(origin, candidates=tuple(dict.fromkeys(f"{file}:{p.line}" for p in choice.candidates)))
+            origin = replace(
+                origin, candidates=tuple(dict.fromkeys(f"{file}:{p.line}" for p in choice.candidates))
+            )
         return origin
 
     def _from_sites(self, base, user_frame, label, methods, k, n, target, source_dtype):

@@ -315,7 +315,10 @@ class _Builder:
         op = BINARY_OPS.get(type(node.op))
         if op is not None:
             s = self.point(
-                s, CallPoint(node.lineno, node.col_offset, OPERATOR, op + "_", scalar_like=_is_numeric(node.value))
+                s,
+                CallPoint(
+                    node.lineno, node.col_offset, OPERATOR, op + "_", scalar_like=_is_numeric(node.value)
+                ),
             )
         if isinstance(target, ast.Subscript):
             s = self.point(s, self._subscript_point(target, SETITEM))
@@ -356,7 +359,9 @@ class _Builder:
     def with_block(self, node: ast.With | ast.AsyncWith, s: int) -> int | None:
         for item in node.items:
             s = self.expr(item.context_expr, s)
-            s = self.point(s, CallPoint(item.context_expr.lineno, item.context_expr.col_offset, ENTER, "__enter__"))
+            s = self.point(
+                s, CallPoint(item.context_expr.lineno, item.context_expr.col_offset, ENTER, "__enter__")
+            )
             if item.optional_vars is not None:
                 s = self.store(item.optional_vars, s)
         end = self.block(node.body, s)
@@ -419,7 +424,9 @@ class _Builder:
         if isinstance(node, ast.Attribute):
             s = self.expr(node.value, s)
             if _is_self(node.value) and node.attr in self.scope.properties and isinstance(node.ctx, ast.Load):
-                s = self.point(s, CallPoint(node.end_lineno or node.lineno, node.col_offset, PROPERTY, node.attr))
+                s = self.point(
+                    s, CallPoint(node.end_lineno or node.lineno, node.col_offset, PROPERTY, node.attr)
+                )
             return s
         if isinstance(node, ast.BinOp):
             s = self.expr(node.right, self.expr(node.left, s))
@@ -434,7 +441,10 @@ class _Builder:
             if op is None or _is_numeric(node.operand):
                 return s
             return self.point(
-                s, CallPoint(node.lineno, node.col_offset, OPERATOR, op, scalar_like=_is_shape_math(node.operand))
+                s,
+                CallPoint(
+                    node.lineno, node.col_offset, OPERATOR, op, scalar_like=_is_shape_math(node.operand)
+                ),
             )
         if isinstance(node, ast.Compare):
             s = self.expr(node.left, s)
@@ -444,7 +454,9 @@ class _Builder:
                 name = COMPARE_OPS.get(type(op))
                 if name is not None and not (_is_numeric(right) and _is_numeric(node.left)):
                     scalar = _is_shape_math(node.left) or _is_shape_math(right) or _is_none(right)
-                    s = self.point(s, CallPoint(node.lineno, node.col_offset, OPERATOR, name, scalar_like=scalar))
+                    s = self.point(
+                        s, CallPoint(node.lineno, node.col_offset, OPERATOR, name, scalar_like=scalar)
+                    )
                 ends.append(s)  # a chained comparison stops at the first false one
             return self.join(*ends) if len(ends) > 1 else s
         if isinstance(node, ast.BoolOp):
@@ -512,13 +524,17 @@ class _Builder:
             line = func.end_lineno  # CPython places a method call on its attribute's line
         aliases = self.scope.aliases.get(name, ()) if callee == BY_NAME else ()
         dtype, device_only = _cast_target(node, name)
-        point = CallPoint(line, node.col_offset, CALL, name, callee, aliases, dtype=dtype, device_only=device_only)
+        point = CallPoint(
+            line, node.col_offset, CALL, name, callee, aliases, dtype=dtype, device_only=device_only
+        )
         return self.point(s, point)
 
     def comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp, s: int) -> int:
         s = self.expr(node.generators[0].iter, s)
         # Python 3.11: one call of the comprehension's own frame. 3.12: its loop runs inline.
-        as_frame = self.point(s, CallPoint(node.lineno, node.col_offset, FRAME, _COMPREHENSION_FRAMES[type(node)]))
+        as_frame = self.point(
+            s, CallPoint(node.lineno, node.col_offset, FRAME, _COMPREHENSION_FRAMES[type(node)])
+        )
         inline = self.comprehension_loop(node, node.generators, 0, s)
         return self.join(as_frame, inline)
 
@@ -541,8 +557,13 @@ class _Builder:
         return done
 
     def _subscript_point(self, node: ast.Subscript, kind: str) -> CallPoint:
-        return CallPoint(node.lineno, node.col_offset, kind, "__getitem__" if kind == GETITEM else "__setitem__",
-                         tensor_index=_is_tensor_index(node.slice))
+        return CallPoint(
+            node.lineno,
+            node.col_offset,
+            kind,
+            "__getitem__" if kind == GETITEM else "__setitem__",
+            tensor_index=_is_tensor_index(node.slice),
+        )
 
 
 # -- the programs of a module -------------------------------------------------------------------------
@@ -732,12 +753,16 @@ def _is_numeric(node: ast.AST) -> bool:
     """A literal number (or -number): arithmetic on it alone runs no tensor op."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
-    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float, complex)) and not isinstance(
-        node.value, bool
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float, complex))
+        and not isinstance(node.value, bool)
     )
 
 
-_SIZE_CALLS = frozenset({"len", "size", "dim", "numel", "int", "float", "range", "max", "min", "item", "math"})
+_SIZE_CALLS = frozenset(
+    {"len", "size", "dim", "numel", "int", "float", "range", "max", "min", "item", "math"}
+)
 
 
 def _is_shape_math(node: ast.AST) -> bool:
@@ -747,7 +772,13 @@ def _is_shape_math(node: ast.AST) -> bool:
             return True
         if isinstance(child, ast.Call):
             callee = child.func
-            name = callee.attr if isinstance(callee, ast.Attribute) else callee.id if isinstance(callee, ast.Name) else ""
+            name = (
+                callee.attr
+                if isinstance(callee, ast.Attribute)
+                else callee.id
+                if isinstance(callee, ast.Name)
+                else ""
+            )
             if name in _SIZE_CALLS:
                 return True
     return False

@@ -24,7 +24,6 @@ from tracer.join.frames import builtin_name, is_library_file, parse_frame
 from tracer.join.program import (
     BY_ATTRIBUTE,
     BY_LOCAL,
-    BY_NAME,
     BY_SELF_ATTRIBUTE,
     BY_SELF_METHOD,
     BY_SUBSCRIPT,
@@ -107,7 +106,9 @@ SCALAR_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::is_non
 # Python frames every caller shares (attribute plumbing, context managers, iteration, hashing).
 _PLUMBING = re.compile(r"^__\w+__$")
 # Owners of builtin methods that are no tensor work (``<built-in method get of dict object>``).
-_CONTAINER_OWNER = re.compile(r" of (dict|list|set|str|tuple|frozenset|collections\.\w+|_contextvars\.\w+) object")
+_CONTAINER_OWNER = re.compile(
+    r" of (dict|list|set|str|tuple|frozenset|collections\.\w+|_contextvars\.\w+) object"
+)
 
 # The costs (see the module docstring).
 FREE = 0.0
@@ -143,7 +144,9 @@ def token_of(name: str, cat: int) -> Token:
         return Token(MODULE, name.removeprefix("nn.Module: "))
     frame = parse_frame(name)
     library = is_library_file(frame.file)
-    return Token(PYTHON, frame.function, noise=library or bool(_PLUMBING.match(frame.function)), user=not library)
+    return Token(
+        PYTHON, frame.function, noise=library or bool(_PLUMBING.match(frame.function)), user=not library
+    )
 
 
 _PYTHON_BUILTINS = frozenset(
@@ -223,7 +226,9 @@ def _call_cost(point: CallPoint, token: Token) -> float | None:
     if callee == BY_TYPE:
         return None
     if kind == PYTHON:
-        if token.name in ("__init__", "__new__", "__post_init__", "__call__") and (name[:1].isupper() or callee in (BY_LOCAL, OPAQUE, BY_SELF_ATTRIBUTE)):
+        if token.name in ("__init__", "__new__", "__post_init__", "__call__") and (
+            name[:1].isupper() or callee in (BY_LOCAL, OPAQUE, BY_SELF_ATTRIBUTE)
+        ):
             return ALIAS
         return WILDCARD  # a local callable, a decorator's wrapper, an alias made at run time
     if kind == BUILTIN and callee in (OPAQUE, BY_LOCAL):

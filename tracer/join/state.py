@@ -1,0 +1,90 @@
+"""`JoinState`: what the join's sweeps found about a trace, read by every later step of the join.
+
+The sweeps (`tracer.join.attribute`) fill it once: each row's enclosing op or range, each frame's
+parent frame, the top-level CPU ops, the innermost frame around the rows asked about, and each
+thread's frames in start order. `CallOrder`, the context classes and `OriginBuilder` read it; the
+walks they share (up to the outermost op, to the nearest copy, to the user frame) live here.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tracer.join.dtypes import COPY_OPS
+from tracer.join.frames import is_user_frame
+from tracer.model.events import NONE, Cat, EventTable, Trace
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_CPU_OP = Cat.CPU_OP
+
+
+@dataclass
+class JoinState:
+    """Per-row links of one trace (``NONE`` where absent); see the module docstring."""
+
+    trace: Trace
+    use_call_from: bool  # CallFrom is read (the trace has it and the caller did not turn it off)
+    op_parents: array = field(init=False)  # innermost enclosing cpu_op / range / runtime call
+    frame_parents: array = field(init=False)  # a Python frame's parent frame
+    innermost_frame: array = field(init=False)  # the frame around a row (rows asked about only)
+    top_ops: set[int] = field(default_factory=set)  # CPU ops with no CPU op around them
+    sorted_frames: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # per thread, by start
+    _user_above: dict[int, tuple[int, int]] = field(default_factory=dict)  # frame -> (U, C), see user_call
+
+    def __post_init__(self) -> None:
+        n = len(self.trace.events)
+        self.op_parents = array("q", [NONE]) * n
+        self.frame_parents = array("q", [NONE]) * n
+        self.innermost_frame = array("q", [NONE]) * n
+
+    @property
+    def table(self) -> EventTable:
+        return self.trace.events
+
+    def outermost_op(self, row: int) -> int:
+        """The outermost CPU op enclosing `row` (itself if it is a top-level op)."""
+        cats, parents = self.table.cat, self.op_parents
+        best = row if cats[row] == _CPU_OP else NONE
+        cur = parents[row]
+        while cur != NONE:
+            if cats[cur] == _CPU_OP:
+                best = cur
+            cur = parents[cur]
+        return best
+
+    def cast_op(self, row: int) -> int:
+        """The nearest copying op (`COPY_OPS`) at or above `row`, or NONE."""
+        cats, names, parents = self.table.cat, self.table.name, self.op_parents
+        cur = row
+        while cur != NONE:
+            if cats[cur] == _CPU_OP and names[cur] in COPY_OPS:
+                return cur
+            cur = parents[cur]
+        return NONE
+
+    def user_call(self, anchor: int, frame: int) -> tuple[int, int]:
+        """(U, C): the innermost user frame around the anchor, and the call in U that led to it.
+
+        C is U's child frame on the way down (a builtin such as ``.to``, a module call, a torch
+        function), or, when the op runs directly in U (``x[i] = v``), the outermost op itself.
+        """
+        names = self.table.name
+        if frame == NONE:
+            return NONE, NONE
+        if is_user_frame(names[frame]):
+            return frame, self.outermost_op(anchor)
+        found = self._user_above.get(frame)
+        if found is None:  # the walk up depends on the frame only: many anchors share it
+            found = self._user_above[frame] = self._walk_to_user(frame)
+        return found
+
+    def _walk_to_user(self, frame: int) -> tuple[int, int]:
+        names, parents = self.table.name, self.frame_parents
+        child, cur = frame, parents[frame]
+        while cur != NONE and not is_user_frame(names[cur]):
+            child, cur = cur, parents[cur]
+        return cur, child if cur != NONE else NONE
