@@ -25,16 +25,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 # Point kinds.
-CALL, OPERATOR, GETITEM, SETITEM, FRAME, ENTER, EXIT, PROPERTY = (
+CALL, OPERATOR, GETITEM, SETITEM, VIEWS, FRAME, ENTER, EXIT, PROPERTY = (  # noqa: RUF100
     "call",
     "operator",
     "getitem",
     "setitem",
+    "views",  # the views a subscript takes before it loads or stores (slice, select, ...): any number
     "frame",
     "enter",
     "exit",
     "property",
 )
+ITER = "iter"  # iterating or unpacking a value: a tensor's __iter__ (unbind); nothing for a tuple
 # How a call names its callee (`CallPoint.callee`).
 BY_NAME = "name"  # foo(...): a function, class or alias from the module scope
 BY_LOCAL = "local"  # fn(...) where fn is a parameter or local variable: any callable
@@ -196,6 +198,8 @@ class _Builder:
         self.points.append(point)
         self.point_end.append(t)
         self.consume.append((s, t, index))
+        if point.kind == VIEWS:
+            self.consume.append((t, t, index))  # any number of them
         self.edge(s, t, self.skip_cost(point))
         for handler_sources in self.raise_to:
             handler_sources.append(t)  # the call ran (its frame was recorded), then raised
@@ -308,7 +312,7 @@ class _Builder:
         target = node.target
         if isinstance(target, ast.Subscript):
             s = self.expr(target.slice, self.expr(target.value, s))
-            s = self.point(s, self._subscript_point(target, GETITEM))
+            s = self.subscript(target, GETITEM, s)
         elif isinstance(target, ast.Attribute):
             s = self.expr(target.value, s)
         s = self.expr(node.value, s)
@@ -321,11 +325,12 @@ class _Builder:
                 ),
             )
         if isinstance(target, ast.Subscript):
-            s = self.point(s, self._subscript_point(target, SETITEM))
+            s = self.subscript(target, SETITEM, s)
         return s
 
     def for_loop(self, node: ast.For | ast.AsyncFor, s: int) -> int | None:
         s = self.expr(node.iter, s)
+        s = self.point(s, CallPoint(node.iter.lineno, node.iter.col_offset, ITER, "__iter__"))
         head, after = self.state(), self.state()
         self.edge(s, head)
         loop_exit = self.state()
@@ -398,8 +403,9 @@ class _Builder:
     def store(self, target: ast.AST, s: int) -> int:
         if isinstance(target, ast.Subscript):
             s = self.expr(target.slice, self.expr(target.value, s))
-            return self.point(s, self._subscript_point(target, SETITEM))
+            return self.subscript(target, SETITEM, s)
         if isinstance(target, (ast.Tuple, ast.List)):
+            s = self.point(s, CallPoint(target.lineno, target.col_offset, ITER, "__iter__"))
             for element in target.elts:
                 s = self.store(element, s)
             return s
@@ -471,8 +477,8 @@ class _Builder:
             return self.join(self.expr(node.body, s), self.expr(node.orelse, s))
         if isinstance(node, ast.Subscript):
             s = self.expr(node.slice, self.expr(node.value, s))
-            if isinstance(node.ctx, ast.Load):
-                s = self.point(s, self._subscript_point(node, GETITEM))
+            if isinstance(node.ctx, ast.Load) and not _is_size_value(node.value):
+                s = self.subscript(node, GETITEM, s)
             return s
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
             return self.comprehension(node, s)
@@ -556,14 +562,12 @@ class _Builder:
         self.edge(self.comprehension_loop(node, generators, i + 1, t), head)
         return done
 
-    def _subscript_point(self, node: ast.Subscript, kind: str) -> CallPoint:
-        return CallPoint(
-            node.lineno,
-            node.col_offset,
-            kind,
-            "__getitem__" if kind == GETITEM else "__setitem__",
-            tensor_index=_is_tensor_index(node.slice),
-        )
+    def subscript(self, node: ast.Subscript, kind: str, s: int) -> int:
+        """``x[i]`` (load or store): the views it takes on the way, then the load or the store."""
+        name = "__getitem__" if kind == GETITEM else "__setitem__"
+        s = self.point(s, CallPoint(node.lineno, node.col_offset, VIEWS, name))
+        point = CallPoint(node.lineno, node.col_offset, kind, name, tensor_index=_is_tensor_index(node.slice))
+        return self.point(s, point)
 
 
 # -- the programs of a module -------------------------------------------------------------------------
@@ -587,26 +591,29 @@ class ModulePrograms:
         module_scope = Scope(aliases=aliases)
         self._add(1, "<module>", tree, module_scope)
 
-        def visit(node: ast.AST, class_node: ast.ClassDef | None) -> None:
+        def visit(node: ast.AST, class_node: ast.ClassDef | None, outer: frozenset[str]) -> None:
+            # `outer`: names local to the functions around (a closure's variables hold any callable)
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.ClassDef):
-                    visit(child, child)
+                    visit(child, child, outer)
                     continue
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     methods, properties = _class_names(class_node) if class_node is not None else ((), ())
-                    scope = Scope(frozenset(methods), frozenset(properties), aliases, _local_names(child))
+                    local_names = outer | _local_names(child)
+                    scope = Scope(frozenset(methods), frozenset(properties), aliases, local_names)
                     for line in {child.lineno, *(d.lineno for d in child.decorator_list[:1])}:
                         self._add(line, child.name, child, scope)
-                    visit(child, None)
+                    visit(child, None, local_names)
                     continue
+                inner = Scope(aliases=aliases, local_names=outer)
                 frame = _COMPREHENSION_FRAMES.get(type(child))
                 if frame is not None:
-                    self._add(child.lineno, frame, child, module_scope)
+                    self._add(child.lineno, frame, child, inner)
                 elif isinstance(child, ast.Lambda):
-                    self._add(child.lineno, "<lambda>", child, module_scope)
-                visit(child, class_node)
+                    self._add(child.lineno, "<lambda>", child, inner)
+                visit(child, class_node, outer)
 
-        visit(tree, None)
+        visit(tree, None, frozenset())
 
     def _add(self, line: int, name: str, node: ast.AST, scope: Scope) -> None:
         self._nodes.setdefault((line, name), []).append((node, scope))
@@ -781,6 +788,15 @@ def _is_shape_math(node: ast.AST) -> bool:
             )
             if name in _SIZE_CALLS:
                 return True
+    return False
+
+
+def _is_size_value(node: ast.AST) -> bool:
+    """``x.shape``, ``x.size()``, ``x.stride()``: tuples of ints, whose subscripts run no op."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("shape", "stride")
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in ("size", "stride")
     return False
 
 

@@ -24,6 +24,7 @@ from tracer.join.frames import builtin_name, is_library_file, parse_frame
 from tracer.join.program import (
     BY_ATTRIBUTE,
     BY_LOCAL,
+    BY_NAME,
     BY_SELF_ATTRIBUTE,
     BY_SELF_METHOD,
     BY_SUBSCRIPT,
@@ -38,6 +39,8 @@ from tracer.join.program import (
     PROPERTY,
     SCALAR_CONVERSIONS,
     SETITEM,
+    VIEWS,
+    ITER,
     CallPoint,
 )
 from tracer.model.events import Cat
@@ -194,7 +197,16 @@ def match_cost(point: CallPoint, token: Token) -> float | None:
             return FREE if name in GETITEM_OPS else None
         if kind == SETITEM:
             return FREE if name in SETITEM_OPS else None
+        if kind == VIEWS:
+            return FREE if name in QUIET_OPS else None
+        if kind == ITER:
+            return FREE if name == "aten::unbind" else None
         return None
+    if kind == ITER:
+        return FREE if token.name in ("__iter__", "unbind") else None
+    if kind in (GETITEM, SETITEM):
+        # Python-level indexing: nn.ModuleList, a dict subclass, a tensor subclass.
+        return FREE if token.kind == PYTHON and token.name == point.name else None
     if kind == FRAME:
         return FREE if token.kind == PYTHON and token.name == point.name else None
     if kind in (ENTER, EXIT):
@@ -210,26 +222,24 @@ def _call_cost(point: CallPoint, token: Token) -> float | None:
     callee, name = point.callee, point.name
     kind = token.kind
     if kind == OP:
-        if callee == OPAQUE:
-            return WILDCARD  # partial(torch.Tensor.to, ...)(x): the op runs with no frame of its own
-        if callee == BY_TYPE and name in SCALAR_CONVERSIONS and token.name in SCALAR_OPS:
-            return FREE
-        return None
+        if callee == BY_TYPE:
+            return FREE if name in SCALAR_CONVERSIONS and token.name in SCALAR_OPS else None
+        # A callable with no frame of its own runs its ops right here: a partial of a tensor
+        # method (`to_bf16 = partial(torch.Tensor.to, ...)`), an operator.methodcaller, a C callable.
+        return WILDCARD if callee in (OPAQUE, BY_NAME, BY_LOCAL, BY_SELF_ATTRIBUTE) else None
     if kind == MODULE:
         if callee in (BY_SELF_ATTRIBUTE, BY_SUBSCRIPT):
             return FREE
-        if callee in (BY_LOCAL, BY_ATTRIBUTE, OPAQUE):
-            return MODULE_GUESS
+        if callee in (BY_LOCAL, BY_NAME, BY_ATTRIBUTE, OPAQUE):
+            return MODULE_GUESS  # a module held in a variable, a closure, another object
         return None
     if token.name == name or token.name in point.aliases:
         return FREE
     if callee == BY_TYPE:
         return None
     if kind == PYTHON:
-        if token.name in ("__init__", "__new__", "__post_init__", "__call__") and (
-            name[:1].isupper() or callee in (BY_LOCAL, OPAQUE, BY_SELF_ATTRIBUTE)
-        ):
-            return ALIAS
+        if token.name in ("__init__", "__new__", "__post_init__", "__call__"):
+            return ALIAS  # a class instantiated, a callable object called
         return WILDCARD  # a local callable, a decorator's wrapper, an alias made at run time
     if kind == BUILTIN and callee in (OPAQUE, BY_LOCAL):
         return WILDCARD  # getattr(x, "to")(...), fn = torch.cat; fn(...)
@@ -255,6 +265,8 @@ def skip_cost(point: CallPoint) -> float:
         return 0.3 if point.tensor_index else 0.05
     if kind == SETITEM:
         return 0.3
+    if kind == VIEWS:
+        return 0.0
     if kind == FRAME:
         return 1.0 if point.name != "<genexpr>" else 0.05
     return 0.05  # ENTER, EXIT, PROPERTY: C context managers and plain attributes show nothing
