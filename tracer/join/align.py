@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from tracer.join.program import CallPoint, Program
-from tracer.join.tokens import Token, insert_cost, match_cost
+from tracer.join.tokens import Token
 
 INF = float("inf")
 END_EARLY = 3.0  # a run that stops before its function's end (an exception, the profiler stopping)
@@ -28,6 +29,21 @@ EXACT_MARGIN = 1.0  # the next line would need at least this much more surprise:
 GOOD_MARGIN = 0.5
 MAX_WORK = 4_000_000  # tokens x edges beyond which a run is not aligned (a huge driver loop)
 _TIE = 1e-9
+AGAIN = 0.3  # in a window: the function called again right after it returned (the next layer)
+FADE = 0.9  # in a window: a reward's weight per token of distance from the focus
+
+
+class Costs(Protocol):
+    """How surprising each step of an alignment is (`tracer.join.tokens.FRAMED`, or the stackless
+    model of `tracer.join.stackless`); `skip` is baked into the program's edges when it is built."""
+
+    def match(self, point: CallPoint, token: Token) -> float | None: ...
+
+    def repeat(self, point: CallPoint, token: Token) -> float | None: ...
+
+    def insert(self, token: Token) -> float: ...
+
+    def skip(self, point: CallPoint) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -41,18 +57,40 @@ class PointChoice:
 
 
 class Alignment:
-    """Forward and backward costs of one run (`tokens`) through `program`; ask `choose(i)`."""
+    """Forward and backward costs of one run (`tokens`) through `program`; ask `choose(i)`.
 
-    def __init__(self, program: Program, tokens: Sequence[Token], *, free_start: bool = False) -> None:
+    ``free_start``: the run may begin at any state (a frame already running when profiling began).
+    ``local``: the tokens are a window around the calls of interest, not one whole run: tokens
+    before and after the function's part are free, it may start and stop anywhere and run again
+    right after it returns (a layer after a layer); the stackless ranking, where no frame says
+    where a run begins. ``focus``: in a window, the token the question is about; rewards
+    (negative costs) fade with the distance from it, so the ops next to it count most.
+    """
+
+    def __init__(
+        self,
+        program: Program,
+        tokens: Sequence[Token],
+        costs: Costs,
+        *,
+        free_start: bool = False,
+        local: bool = False,
+        focus: int | None = None,
+    ) -> None:
         self.program = program
         self.tokens = tuple(tokens)
+        self.costs = costs
+        self.local = local
         n = program.n_states
         self._forward_edges = sorted(((u, v, c) for u, v, c in program.eps if u < v), key=lambda e: e[0])
         self._backward_order = self._forward_edges[::-1]
         self._loop_edges = [(u, v, c) for u, v, c in program.eps if u >= v]
+        if local:
+            self._loop_edges.append((program.exit, program.entry, AGAIN))
+        self._weights = [FADE ** abs(i - focus) for i in range(len(tokens))] if focus is not None else None
         self._compatible: dict[Token, list[tuple[int, int, float, int]]] = {}
-        # Tokens no point can explain are left out: they add the same cost to every alignment.
-        self._kept = [i for i, t in enumerate(self.tokens) if self._edges(t)]
+        # In a whole run, tokens no point can explain add the same cost to every alignment: left out.
+        self._kept = [i for i, t in enumerate(self.tokens) if local or self._edges(t)]
         self._position = {i: k for k, i in enumerate(self._kept)}
         self.too_big = len(self._kept) * (len(program.eps) + len(program.consume)) > MAX_WORK
         if self.too_big:
@@ -60,18 +98,18 @@ class Alignment:
         start = [INF] * n
         for s in (program.entry, *program.resumes):
             start[s] = 0.0
-        if free_start:
+        if free_start or local:
             start = [0.0] * n
         self._close_forward(start)
         forward = [start]
         for i in self._kept:
-            forward.append(self._step_forward(forward[-1], self.tokens[i]))
-        end = [END_EARLY] * n
+            forward.append(self._step_forward(forward[-1], self.tokens[i], self._weight(i)))
+        end = [0.0 if local else END_EARLY] * n
         end[program.exit] = 0.0
         self._close_backward(end)
         backward = [end]
         for i in reversed(self._kept):
-            backward.append(self._step_backward(backward[-1], self.tokens[i]))
+            backward.append(self._step_backward(backward[-1], self.tokens[i], self._weight(i)))
         backward.reverse()
         self._forward, self._backward = forward, backward
         self.total = min(f + b for f, b in zip(forward[-1], end))
@@ -83,9 +121,13 @@ class Alignment:
             points = self.program.points
             found = []
             for u, v, p in self.program.consume:
-                cost = match_cost(points[p], token)
+                cost = self.costs.match(points[p], token)
                 if cost is not None:
                     found.append((u, v, cost, p))
+            for t, p in self.program.repeats:
+                cost = self.costs.repeat(points[p], token)
+                if cost is not None:
+                    found.append((t, t, cost, p))
             self._compatible[token] = found
         return found
 
@@ -117,23 +159,30 @@ class Alignment:
                     cost[u] = value
                     changed = True
 
-    def _step_forward(self, before: list[float], token: Token) -> list[float]:
-        extra = insert_cost(token)
+    def _weight(self, i: int) -> float:
+        return self._weights[i] if self._weights is not None else 1.0
+
+    def _step_forward(self, before: list[float], token: Token, weight: float) -> list[float]:
+        extra = self.costs.insert(token)
         after = [value + extra for value in before]
         for u, v, c, _ in self._edges(token):
-            value = before[u] + c
+            value = before[u] + (c * weight if c < 0 else c)
             if value < after[v]:
                 after[v] = value
+        if self.local:
+            after = [value if value < 0.0 else 0.0 for value in after]  # or start right here
         self._close_forward(after)
         return after
 
-    def _step_backward(self, later: list[float], token: Token) -> list[float]:
-        extra = insert_cost(token)
+    def _step_backward(self, later: list[float], token: Token, weight: float) -> list[float]:
+        extra = self.costs.insert(token)
         before = [value + extra for value in later]
         for u, v, c, _ in self._edges(token):
-            value = later[v] + c
+            value = later[v] + (c * weight if c < 0 else c)
             if value < before[u]:
                 before[u] = value
+        if self.local:
+            before = [value if value < 0.0 else 0.0 for value in before]  # or stop right here
         self._close_backward(before)
         return before
 
@@ -148,14 +197,15 @@ class Alignment:
         token = self.tokens[i]
         before, after = self._forward[k], self._backward[k + 1]
         points = self.program.points
+        weight = self._weight(i)
         best: dict[int, float] = {}
         for u, v, c, p in self._edges(token):
-            value = before[u] + c + after[v]
+            value = before[u] + (c * weight if c < 0 else c) + after[v]
             if penalty is not None and value < INF:
                 value += penalty(points[p])
             if value < best.get(p, INF):
                 best[p] = value
-        extra = insert_cost(token)
+        extra = self.costs.insert(token)
         left_out = min(b + extra + a for b, a in zip(before, after))
         return best, left_out
 

@@ -152,6 +152,12 @@ def context_classes(
     copies, cast_rows = copies[cast_rows != NONE], cast_rows[cast_rows != NONE]
     dtypes[copies] = _dtype_codes(table, cast_rows.tolist())
 
+    # Without frames the answer is a ranking judged by the ops around the op's top-level op.
+    window = np.full(len(anchor), -1, dtype=np.int64)
+    unframed = plain & ~replay & (frame_chain == 0)
+    if orders_calls and unframed.any():
+        window[unframed] = join.windows.ids(ops.top_op[op_at[unframed]])
+
     kind = np.where(launched, np.where(backward, _BACKWARD, _PLAIN), _UNLAUNCHED)
     columns = [
         kind,
@@ -163,6 +169,7 @@ def context_classes(
         sequence,
         place,
         dtypes,
+        window,
     ]
     order = np.lexsort(columns[::-1])
     changed = np.zeros(len(order), dtype=bool)

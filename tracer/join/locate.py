@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from tracer.join.align import Alignment, PointChoice
 from tracer.join.program import CallPoint, ModulePrograms, Program
 from tracer.join.source_lines import SourceLines, read_source_text
-from tracer.join.tokens import DTYPE_MISMATCH, Token, skip_cost
+from tracer.join.tokens import DTYPE_MISMATCH, FRAMED, Token
 from tracer.model.origin import Frame
 
 
@@ -69,7 +69,7 @@ class CallLocator:
         key = (id(program), tuple(tokens))
         alignment = self._alignments.get(key)
         if alignment is None:
-            alignment = self._alignments[key] = Alignment(program, key[1], free_start=free_start)
+            alignment = self._alignments[key] = Alignment(program, key[1], FRAMED, free_start=free_start)
         return alignment.choose(index, _dtype_penalty(target_dtype, source_dtype))
 
     def _module(self, file: str) -> ModulePrograms | None:
@@ -85,7 +85,7 @@ class CallLocator:
         if text is None:
             return None
         try:
-            return ModulePrograms(ast.parse(text), skip_cost)
+            return ModulePrograms(ast.parse(text), FRAMED.skip)
         except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, or nested too deeply
             return None
 

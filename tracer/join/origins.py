@@ -10,7 +10,7 @@ from tracer.join.calls import call_from_line, methods_of_call
 from tracer.join.dtypes import copy_dtypes
 from tracer.join.frames import MODULE_FILE, parse_call_from, parse_frame, same_file
 from tracer.join.locate import CallLocator
-from tracer.join.ranking import rank_sites
+from tracer.join.stackless import StacklessRanker
 from tracer.join.sites import SiteIndex, choose_site
 from tracer.join.source_lines import SourceLines
 from tracer.model.events import NONE, Cat, Trace
@@ -55,6 +55,7 @@ class _Context(NamedTuple):
     place: int  # the call's index among them
     target: str | None  # a copy's target dtype
     source_dtype: str | None
+    window: int  # without frames: the ops around it (`OpWindows.ids`), NONE otherwise
 
 
 class OriginBuilder:
@@ -65,6 +66,7 @@ class OriginBuilder:
         self.sites = sites
         self.source = source
         self.locator = CallLocator(source)
+        self.ranker = StacklessRanker(sites, source)
         self.use_call_from = use_call_from
         self.origins: list[Origin] = []
         self._origin_index: dict[Origin, int] = {}
@@ -113,7 +115,12 @@ class OriginBuilder:
         cast = join.cast_op(anchor)
         if cast != NONE:
             target, source_dtype = copy_dtypes(table.name[cast], table.args[cast])
-        context = _Context(frame_chain, op_chain, range_chain, replay, sequence, place, target, source_dtype)
+        window = NONE
+        if not replay and frame == NONE and self.orders_calls():
+            window = join.windows.id_of(join.outermost_op(anchor))
+        context = _Context(
+            frame_chain, op_chain, range_chain, replay, sequence, place, target, source_dtype, window
+        )
         found = self._by_context.get(context)
         if found is not None:  # most events: a context seen before (each layer of each step)
             return found
@@ -252,7 +259,7 @@ class OriginBuilder:
             )
         if user == NONE:
             if not frames:
-                return self._ranked(base, target)
+                return self._ranked(join, anchor, base, target)
             return replace(
                 base,
                 evidence=("only torch/stdlib frames around this op: no user frame to name a line in",),
@@ -371,20 +378,21 @@ class OriginBuilder:
             evidence=evidence,
         )
 
-    def _ranked(self, base: Origin, target: str | None) -> Origin:
-        ranking = rank_sites(self.sites, base.ops, base.ranges, target)
-        if not ranking.sites:
+    def _ranked(self, join: JoinState, anchor: int, base: Origin, target: str | None) -> Origin:
+        """No Python frames: the lines whose functions best fit the ops around it, as a ranking."""
+        around = join.windows.around(join.outermost_op(anchor)) if self.orders_calls() else None
+        if around is None:
+            reason = "no static sites or source given to rank" if not self.orders_calls() else "no CPU op"
+            return replace(base, evidence=("no Python frames (with_stack=False)", reason))
+        ranking = self.ranker.rank(around[0], around[1], base.ranges, target)
+        if not ranking.candidates:
             return replace(base, evidence=("no Python frames (with_stack=False)", *ranking.evidence))
-        best = ranking.sites[0]
+        best = ranking.candidates[0]
+        site = self.sites.by_id.get(best.site_id) if best.site_id else None
         origin = self._at_line(
-            base,
-            best.path,
-            best.line,
-            best,
-            ranking.confidence,
-            ("a ranking, not a match:", *ranking.evidence),
+            base, best.file, best.line, site, ranking.confidence, ("a ranking, not a match:", *ranking.evidence)
         )
-        return replace(origin, candidates=tuple(s.location for s in ranking.sites))
+        return replace(origin, candidates=tuple(c.location for c in ranking.candidates))
 
 
 def _rank_among_same(tokens, place: int) -> tuple[int, int]:

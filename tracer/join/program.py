@@ -149,6 +149,7 @@ class Program:
     consume: tuple[tuple[int, int, int], ...]
     resumes: tuple[int, ...] = ()
     point_end: tuple[int, ...] = field(default=())  # the state each point's edge ends in
+    repeats: tuple[tuple[int, int], ...] = ()  # (state, point): the point may explain more calls there
 
     def __len__(self) -> int:
         return len(self.points)
@@ -183,6 +184,7 @@ class _Builder:
         self.to_exit: list[int] = []
         self.loops: list[tuple[int, int]] = []  # (head, exit) of the loops around
         self.resumes: list[int] = []
+        self.repeats: list[tuple[int, int]] = []
         self.raise_to: list[list[int]] = []  # per enclosing try: states an exception may leave from
 
     def state(self) -> int:
@@ -198,8 +200,8 @@ class _Builder:
         self.points.append(point)
         self.point_end.append(t)
         self.consume.append((s, t, index))
-        if point.kind == VIEWS:
-            self.consume.append((t, t, index))  # any number of them
+        if point.kind in (VIEWS, CALL):
+            self.repeats.append((t, index))  # a subscript's views, a call's ops: the costs decide
         self.edge(s, t, self.skip_cost(point))
         for handler_sources in self.raise_to:
             handler_sources.append(t)  # the call ran (its frame was recorded), then raised
@@ -222,6 +224,7 @@ class _Builder:
             consume=tuple(self.consume),
             resumes=tuple(self.resumes),
             point_end=tuple(self.point_end),
+            repeats=tuple(self.repeats),
         )
 
     # -- statements ---------------------------------------------------------------------------------
@@ -584,6 +587,7 @@ class ModulePrograms:
         self.skip_cost = skip_cost
         self._nodes: dict[tuple[int, str], list[tuple[ast.AST, Scope]]] = {}
         self._built: dict[tuple[int, str], Program | None] = {}
+        self._owners: dict[int, str] = {}  # id(function node) -> its class's name
         self._index(tree)
 
     def _index(self, tree: ast.Module) -> None:
@@ -603,6 +607,8 @@ class ModulePrograms:
                     scope = Scope(frozenset(methods), frozenset(properties), aliases, local_names)
                     for line in {child.lineno, *(d.lineno for d in child.decorator_list[:1])}:
                         self._add(line, child.name, child, scope)
+                    if class_node is not None:
+                        self._owners[id(child)] = class_node.name
                     visit(child, None, local_names)
                     continue
                 inner = Scope(aliases=aliases, local_names=outer)
@@ -625,6 +631,25 @@ class ModulePrograms:
             found = self._nodes.get(key, [])
             self._built[key] = self._build(found[0][0], found[0][1], name, line) if len(found) == 1 else None
         return self._built[key]
+
+    def all_programs(self) -> list[Program]:
+        """The program of every function and of the module body (one each, decorated or not)."""
+        programs, seen = [], set()
+        for (line, name), entries in self._nodes.items():
+            node = entries[0][0]
+            if id(node) in seen or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                continue
+            seen.add(id(node))
+            if len(entries) == 1:
+                program = self.program(getattr(node, "lineno", line), name)
+                if program is not None:
+                    programs.append(program)
+        return programs
+
+    def owner_of(self, program: Program) -> str | None:
+        """The class a function's program belongs to, if it is a method."""
+        entries = self._nodes.get((program.def_line, program.name))
+        return self._owners.get(id(entries[0][0])) if entries else None
 
     def enclosing(self, line: int) -> tuple[int, str] | None:
         """The innermost function whose body holds `line` (for frames that name their executing line)."""

@@ -19,6 +19,8 @@ from tracer.model.events import NONE, Cat, EventTable, Trace
 if TYPE_CHECKING:
     import numpy as np
 
+    from tracer.join.stackless import OpWindows
+
 _CPU_OP = Cat.CPU_OP
 
 
@@ -34,6 +36,7 @@ class JoinState:
     top_ops: set[int] = field(default_factory=set)  # CPU ops with no CPU op around them
     sorted_frames: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # per thread, by start
     _user_above: dict[int, tuple[int, int]] = field(default_factory=dict)  # frame -> (U, C), see user_call
+    _windows: OpWindows | None = None
 
     def __post_init__(self) -> None:
         n = len(self.trace.events)
@@ -44,6 +47,15 @@ class JoinState:
     @property
     def table(self) -> EventTable:
         return self.trace.events
+
+    @property
+    def windows(self) -> OpWindows:
+        """The top-level ops around any op, per thread (for ops without frames), built on first use."""
+        if self._windows is None:
+            from tracer.join.stackless import OpWindows
+
+            self._windows = OpWindows(self)
+        return self._windows
 
     def outermost_op(self, row: int) -> int:
         """The outermost CPU op enclosing `row` (itself if it is a top-level op)."""

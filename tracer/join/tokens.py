@@ -281,3 +281,19 @@ def insert_cost(token: Token) -> float:
     if token.kind == PYTHON and not token.user:
         return 1.0
     return 2.0
+
+
+class FramedCosts:
+    """The costs of aligning a frame's whole run (`match_cost`, `skip_cost`, `insert_cost`); a
+    subscript's views may repeat, nothing else may (a loop repeats a call)."""
+
+    match = staticmethod(match_cost)
+    skip = staticmethod(skip_cost)
+    insert = staticmethod(insert_cost)
+
+    @staticmethod
+    def repeat(point: CallPoint, token: Token) -> float | None:
+        return match_cost(point, token) if point.kind == VIEWS else None
+
+
+FRAMED = FramedCosts()

@@ -1,0 +1,477 @@
+"""Without Python frames: rank the source lines that could have run an op by aligning the ops around
+it in the trace with what each candidate function's source says it runs, in order.
+
+A trace recorded without ``with_stack`` still holds, per thread, the sequence of top-level CPU ops
+(``aten::to``, ``aten::pow``, ``aten::mean``, ...). Each function's `Program` predicts such a
+sequence: ``x.float()`` runs ``aten::to``, ``a * b`` ``aten::mul``, ``torch.cat`` ``aten::cat``, a
+module or helper call a block of ops of its own. The ops around the hot one (`OpWindows`: a fixed
+window on its thread) are aligned *locally* with each candidate function (`Alignment(local=True)`:
+the window may start and end anywhere in the function), the hot op forced onto each candidate
+point; the best-fitting points win. Further evidence moves a candidate up or down: the ranges
+around the op naming its function (``kt:fn:``, ``attention``), a cast's literal dtype against the
+op's, a one-time setup line (``__init__``, module level) for an op that repeats, and the static
+risk as the last tie-break. The answer is always a ranking, said so, with a confidence below 0.5.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracer.join.align import Alignment
+from tracer.join.program import (
+    BY_TYPE,
+    CALL,
+    GETITEM,
+    ITER,
+    OPERATOR,
+    SETITEM,
+    VIEWS,
+    CallPoint,
+    ModulePrograms,
+    Program,
+)
+from tracer.join.sites import SiteIndex
+from tracer.join.source_lines import MAX_SOURCE_BYTES, SourceLines, read_source_text
+from tracer.join.tokens import GETITEM_OPS, OP, QUIET_OPS, SETITEM_OPS, Token, token_of
+from tracer.model.events import NONE, Cat
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from tracer.join.state import JoinState
+
+WINDOW = 12  # top-level ops on each side of the hot one that it is judged by
+MAX_FILES = 12  # files whose functions are aligned, picked by the window's op names they spell
+MAX_FUNCTIONS = 10  # functions aligned per hot op, picked by the ops they predict
+MAX_CANDIDATES = 5
+RANKING_CONFIDENCE = 0.45  # the most a ranking claims: never read as a match
+
+# Methods whose op is not named after them.
+CAST_METHODS = frozenset({"to", "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "type"})
+CALL_OPS: dict[str, tuple[str, ...]] = {
+    **{m: ("aten::to",) for m in CAST_METHODS},
+    "cuda": ("aten::to",),
+    "cpu": ("aten::to",),
+    "concat": ("aten::cat",),
+    "concatenate": ("aten::cat",),
+    "matmul": ("aten::matmul", "aten::mm", "aten::bmm"),
+    "softmax": ("aten::softmax", "aten::_softmax"),
+    "log_softmax": ("aten::log_softmax", "aten::_log_softmax"),
+    "greater": ("aten::gt", "aten::greater"),
+    "less": ("aten::lt", "aten::less"),
+}
+OPERATOR_OPS: dict[str, tuple[str, ...]] = {
+    "aten::matmul": ("aten::matmul", "aten::mm", "aten::bmm"),
+    "aten::sub": ("aten::sub", "aten::rsub"),
+    "aten::div": ("aten::div", "aten::true_divide"),
+}
+
+# Costs: negative rewards a fit; the window outside the function's part is free.
+REWARD = -1.0  # an op the point predicts by name
+QUIET_REWARD = -0.3  # a view or scalar op the point predicts (they fit many places)
+BLOCK = 0.1  # an op absorbed by a call that runs a block of its own (a module, a helper)
+INSIDE = 0.5  # an op inside the function's part that no point explains
+DTYPE_AGAINST = 3.0
+DTYPE_FOR = -0.5
+RANGE_FOR = -2.0
+
+
+@lru_cache(maxsize=1 << 16)
+def predicted_ops(point: CallPoint) -> tuple[str, ...]:
+    """The top-level ops `point` runs by name (empty for calls that run a block of their own)."""
+    kind = point.kind
+    if kind == CALL:
+        if point.callee == BY_TYPE:
+            return ()
+        return CALL_OPS.get(point.name, (f"aten::{point.name}", f"aten::{point.name}_"))
+    if kind == OPERATOR:
+        return OPERATOR_OPS.get(point.name, (point.name,))
+    if kind == GETITEM:
+        return tuple(GETITEM_OPS)
+    if kind == SETITEM:
+        return tuple(SETITEM_OPS)
+    if kind == ITER:
+        return ("aten::unbind",)
+    return ()
+
+
+class StacklessCosts:
+    """The costs of a local alignment of a window of top-level ops with a function."""
+
+    @staticmethod
+    def match(point: CallPoint, token: Token) -> float | None:
+        if token.kind != OP:
+            return None
+        if point.kind == VIEWS:
+            return QUIET_REWARD / 3 if token.name in QUIET_OPS else None
+        if token.name in predicted_ops(point):
+            return QUIET_REWARD if token.name in QUIET_OPS else REWARD
+        if point.kind == CALL and point.callee != BY_TYPE:
+            return BLOCK
+        return None
+
+    @staticmethod
+    def repeat(point: CallPoint, token: Token) -> float | None:
+        if point.kind == VIEWS:
+            return QUIET_REWARD / 3 if token.name in QUIET_OPS else None
+        if point.kind == CALL and point.callee != BY_TYPE and token.kind == OP:
+            return BLOCK
+        return None
+
+    @staticmethod
+    def insert(token: Token) -> float:
+        return 0.05 if token.noise else INSIDE
+
+    @staticmethod
+    def skip(point: CallPoint) -> float:
+        if point.kind == CALL:
+            return 0.05 if point.callee == BY_TYPE else 0.3
+        if point.kind == OPERATOR:
+            return 0.02 if point.scalar_like else 0.1
+        if point.kind in (GETITEM, SETITEM):
+            return 0.1
+        return 0.0
+
+
+STACKLESS = StacklessCosts()
+
+
+# -- the windows ----------------------------------------------------------------------------------------
+
+
+class OpWindows:
+    """Each thread's top-level CPU ops in time order, and the window of names around any of them.
+
+    ``ids(rows)`` numbers the distinct windows, so that ops with equal windows (equal answers)
+    share one context in the join.
+    """
+
+    def __init__(self, state: JoinState) -> None:
+        import numpy as np
+
+        from tracer.join.columns import ValueCodes, column, group_by_thread, values_at
+        from tracer.join.nesting import by_start
+
+        table = state.table
+        tops = np.fromiter(state.top_ops, dtype=np.int64, count=len(state.top_ops))
+        tops.sort()
+        self._names = table.name
+        self._threads: list[np.ndarray] = []
+        self._position = np.full(len(table), -1, dtype=np.int64)
+        self._thread_of = np.full(len(table), -1, dtype=np.int64)
+        codes = ValueCodes()
+        self._codes: list[np.ndarray] = []
+        cat = column(table.cat)
+        tops = tops[cat[tops] == Cat.CPU_OP] if len(tops) else tops
+        for rows in group_by_thread(table, tops).values():
+            ordered = by_start(table, rows)
+            self._position[ordered] = np.arange(len(ordered))
+            self._thread_of[ordered] = len(self._threads)
+            self._threads.append(ordered)
+            self._codes.append(codes.of(values_at(table.name, ordered)))
+
+    def ids(self, rows: np.ndarray) -> np.ndarray:
+        """A 63-bit hash per row of its thread and window's content (-1 for a row that is no
+        top-level op): equal windows, equal ids, whichever rows are asked about together."""
+        import numpy as np
+
+        out = np.full(len(rows), -1, dtype=np.int64)
+        known = rows != NONE
+        known[known] = self._position[rows[known]] >= 0
+        if not known.any():
+            return out
+        picked = rows[known]
+        thread = self._thread_of[picked]
+        position = self._position[picked]
+        digest = np.zeros(len(picked), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for t in np.unique(thread).tolist():
+                mine = np.flatnonzero(thread == t)
+                codes = self._codes[t].astype(np.uint64) + np.uint64(2)  # 1: before/after the thread's ops
+                h = np.full(len(mine), np.uint64(t + 1), dtype=np.uint64)
+                for offset in range(-WINDOW, WINDOW + 1):
+                    at = position[mine] + offset
+                    inside = (at >= 0) & (at < len(codes))
+                    value = np.ones(len(mine), dtype=np.uint64)
+                    value[inside] = codes[at[inside]]
+                    h = h * np.uint64(0x100000001B3) + value
+                    h ^= h >> np.uint64(29)
+                digest[mine] = h
+        out[known] = (digest >> np.uint64(1)).astype(np.int64)
+        return out
+
+    def id_of(self, row: int) -> int:
+        """`ids` of one row."""
+        import numpy as np
+
+        return int(self.ids(np.asarray([row], dtype=np.int64))[0])
+
+    def around(self, row: int) -> tuple[tuple[str, ...], int] | None:
+        """(names of the window's ops, the index of `row` among them), or None."""
+        position = int(self._position[row]) if row != NONE else -1
+        if position < 0:
+            return None
+        rows = self._threads[int(self._thread_of[row])]
+        start = max(0, position - WINDOW)
+        picked = rows[start : position + WINDOW + 1].tolist()
+        return tuple(self._names[r] for r in picked), position - start
+
+
+# -- the ranking ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One line that may have run the op, and why (for) or why not (against)."""
+
+    file: str
+    line: int
+    score: float  # lower is better
+    function: str
+    site_id: str | None = None
+    rule: str | None = None
+    reasons_for: tuple[str, ...] = ()
+    reasons_against: tuple[str, ...] = ()
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def describe(self) -> str:
+        parts = [f"{self.location} (`{self.function}`{', ' + self.rule if self.rule else ''})"]
+        if self.reasons_for:
+            parts.append("for: " + "; ".join(self.reasons_for))
+        if self.reasons_against:
+            parts.append("against: " + "; ".join(self.reasons_against))
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    candidates: tuple[Candidate, ...]
+    confidence: float
+    evidence: tuple[str, ...]
+
+
+@dataclass
+class _SourceFile:
+    path: Path
+    name: str  # as origins name it: relative to the root's parent (``sglang/srt/...``)
+    text: str
+    spelled: frozenset[str]  # the names it calls (``to``, ``cat``) and the operators it uses (``*``)
+    programs: ModulePrograms | None = None
+    functions: list[Program] = field(default_factory=list)
+    function_ops: list[frozenset[str]] = field(default_factory=list)  # the ops each function predicts
+
+
+class StacklessRanker:
+    """Ranks source lines for ops without Python frames, over the files under the source roots."""
+
+    def __init__(self, sites: SiteIndex, source: SourceLines) -> None:
+        self.sites = sites
+        self.source = source
+        self._files: list[_SourceFile] | None = None
+        self._rankings: dict[tuple, Ranking] = {}
+
+    def rank(
+        self,
+        window: Sequence[str],
+        hot: int,
+        ranges: Sequence[str],
+        target_dtype: str | None,
+    ) -> Ranking:
+        key = (tuple(window), hot, tuple(ranges), target_dtype)
+        found = self._rankings.get(key)
+        if found is None:
+            found = self._rankings[key] = self._rank(tuple(window), hot, tuple(ranges), target_dtype)
+        return found
+
+    def _rank(self, window, hot, ranges, target_dtype) -> Ranking:
+        hot_op = token_of(window[hot], Cat.CPU_OP).name
+        files = self._files_for(window, hot_op)
+        if not files:
+            return Ranking((), 0.0, ("no source file under the source roots spells the ops around it",))
+        tokens = tuple(token_of(name, Cat.CPU_OP) for name in window)
+        wanted = {t.name for t in tokens if not t.noise}
+        functions = []
+        for source_file in files:
+            for program, ops in zip(source_file.functions, source_file.function_ops):
+                overlap = len(wanted & ops)
+                functions.append((-(overlap + 2 * (hot_op in ops)), source_file, program))
+        functions.sort(key=lambda item: (item[0], item[1].name, item[2].def_line))
+        words = _range_words(ranges)
+        scored: dict[tuple[str, int], Candidate] = {}
+        for _, source_file, program in functions[:MAX_FUNCTIONS]:
+            alignment = Alignment(program, tokens, STACKLESS, local=True, focus=hot)
+            best, _ = alignment.scores(hot)
+            for p, cost in best.items():
+                point = program.points[p]
+                if cost >= 0:
+                    continue  # it fits no better than leaving the function out
+                candidate = self._judge(source_file, program, point, cost, words, target_dtype)
+                key = (candidate.file, candidate.line)
+                if key not in scored or candidate.score < scored[key].score:
+                    scored[key] = candidate
+        ranked = sorted(scored.values(), key=lambda c: (c.score, c.file, c.line))[:MAX_CANDIDATES]
+        if not ranked:
+            return Ranking((), 0.0, (f"no function under the source roots fits the ops around this {hot_op}",))
+        margin = (ranked[1].score - ranked[0].score) if len(ranked) > 1 else 2.0
+        confidence = RANKING_CONFIDENCE if margin >= 2.0 else 0.35 if margin >= 1.0 else 0.25
+        evidence = (
+            f"{len(scored)} line(s) can have run {hot_op}; ranked by how the {len(window)} ops around it fit "
+            "each function's source, in order",
+            *(f"#{i + 1} {c.describe()}" for i, c in enumerate(ranked)),
+        )
+        return Ranking(tuple(ranked), confidence, evidence)
+
+    def _judge(self, source_file, program, point, cost, words, target_dtype) -> Candidate:
+        reasons_for, reasons_against = [], []
+        fitted = -cost
+        reasons_for.append(f"the ops around it fit `{program.name}` (score {fitted:.1f})")
+        score = cost
+        if point.dtype is not None and target_dtype is not None:
+            if point.dtype == target_dtype:
+                score += DTYPE_FOR
+                reasons_for.append(f"casts to {target_dtype} as the op does")
+            else:
+                score += DTYPE_AGAINST
+                reasons_against.append(f"casts to {point.dtype}, the op to {target_dtype}")
+        qualified = _qualified(source_file, program)
+        if words & {program.name, qualified, qualified.rsplit(".", 1)[0]}:
+            score += RANGE_FOR
+            reasons_for.append("a range around the op names its function")
+        site = next(
+            (s for s in self.sites.in_file(source_file.name) if s.line == point.line and s.col == point.col), None
+        ) or next((s for s in self.sites.in_file(source_file.name) if s.line == point.line), None)
+        if site is not None:
+            score -= site.risk / 1000.0  # the scanner's estimate of hotness: a tie-break
+        return Candidate(
+            source_file.name,
+            point.line,
+            round(score, 4),
+            program.name,
+            site.id if site is not None else None,
+            (site.rule or None) if site is not None else None,
+            tuple(reasons_for),
+            tuple(reasons_against),
+        )
+
+    # -- files --------------------------------------------------------------------------------------
+    def _files_for(self, window: Sequence[str], hot_op: str) -> list[_SourceFile]:
+        """The files that spell most of the window's ops (the hot one counting most), parsed."""
+        groups = [_spellings(token_of(name, Cat.CPU_OP).name) for name in dict.fromkeys(window)]
+        groups = [set(group) for group in groups if group]
+        hot_spelling = set(_spellings(hot_op))
+        scored = []
+        for source_file in self._all_files():
+            spelled = source_file.spelled
+            overlap = sum(1 for group in groups if not spelled.isdisjoint(group))
+            if overlap:
+                hot_here = not spelled.isdisjoint(hot_spelling)
+                scored.append((-(overlap + 3 * hot_here), source_file.name, source_file))
+        scored.sort(key=lambda item: item[:2])
+        picked = [item[2] for item in scored[:MAX_FILES]]
+        for source_file in picked:
+            if source_file.programs is None:
+                source_file.programs = _parse(source_file.text)
+                if source_file.programs is not None:
+                    source_file.functions = source_file.programs.all_programs()
+                    source_file.function_ops = [
+                        frozenset(op for point in f.points for op in predicted_ops(point))
+                        for f in source_file.functions
+                    ]
+        return [f for f in picked if f.programs is not None]
+
+    def _all_files(self) -> list[_SourceFile]:
+        if self._files is None:
+            self._files = []
+            seen: set[Path] = set()
+            for root in self.source.roots:
+                for path in _python_files(root):
+                    real = path.resolve()
+                    if real in seen or not real.is_relative_to(root):
+                        continue  # a symlink out of the root, or a file met twice
+                    seen.add(real)
+                    text = read_source_text(path)
+                    if text is not None:
+                        name = path.relative_to(root.parent).as_posix()
+                        self._files.append(_SourceFile(path, name, text, _spelled(text)))
+        return self._files
+
+
+def _python_files(root: Path):
+    if root.is_file():
+        yield root
+        return
+    for directory, subdirectories, names in os.walk(root):
+        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith((".", "__pycache__")))
+        for name in sorted(names):
+            if name.endswith(".py"):
+                path = Path(directory, name)
+                try:
+                    if path.stat().st_size <= MAX_SOURCE_BYTES:
+                        yield path
+                except OSError:
+                    continue
+
+
+def _parse(text: str) -> ModulePrograms | None:
+    import ast
+
+    try:
+        return ModulePrograms(ast.parse(text), STACKLESS.skip)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+_OPERATOR_SPELLINGS = {
+    "aten::mul": ("*",),
+    "aten::add": ("+",),
+    "aten::sub": ("-",),
+    "aten::rsub": ("-",),
+    "aten::div": ("/",),
+    "aten::matmul": ("@", "matmul"),
+    "aten::index": ("[",),
+    "aten::index_put_": ("[",),
+}
+_CALLED = re.compile(r"(\w+)\s*\(")
+_OPERATORS = frozenset("*+-/@[")
+
+
+def _spelled(text: str) -> frozenset[str]:
+    """The names a file calls and the operator characters it uses."""
+    return frozenset(_CALLED.findall(text)) | (_OPERATORS & set(text))
+
+
+def _spellings(op: str) -> tuple[str, ...]:
+    """What a file must spell to hold a call that runs `op` (for picking files); empty for views."""
+    if op in QUIET_OPS or not op.startswith("aten::"):
+        return ()
+    if op in _OPERATOR_SPELLINGS:
+        return _OPERATOR_SPELLINGS[op]
+    if op in ("aten::to", "aten::_to_copy"):
+        return tuple(CAST_METHODS)
+    return (op.removeprefix("aten::").strip("_"),)
+
+
+def _range_words(ranges: Sequence[str]) -> set[str]:
+    words: set[str] = set()
+    for name in ranges:
+        name = name.removeprefix("kt:fn:")
+        words.add(name)
+        words.update(part for part in re.split(r"[.:/\s]+", name) if len(part) > 2)
+    return words
+
+
+def _qualified(source_file: _SourceFile, program: Program) -> str:
+    owner = source_file.programs.owner_of(program) if source_file.programs is not None else None
+    return f"{owner}.{program.name}" if owner else program.name
+
+
+__all__ = ["OpWindows", "Ranking", "StacklessRanker"]
