@@ -1,0 +1,368 @@
+"""Score the join against the corpus truth: coverage, accuracy and calibration per trace.
+
+Each attributed row (a kernel/memcpy/memset, or on CPU traces a leaf CPU op) takes the truth of
+its outermost CPU op, found here by time containment on the event table (a GPU row through its
+runtime launch, matched by correlation id), not through the join. Rows whose outermost op has no
+truth are left out and counted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import importlib.util
+import json
+import os
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.corpus.frames import same_file
+from bench.corpus.recorder import file_digest
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "fixtures" / "corpus"
+BUCKETS = (">=0.9", "0.5-0.9", "<0.5")
+MODES = ("stack", "callfrom", "nostack")
+
+
+def bucket_of(confidence: float) -> str:
+    return BUCKETS[0] if confidence >= 0.9 else BUCKETS[1] if confidence >= 0.5 else BUCKETS[2]
+
+
+@dataclass(frozen=True)
+class CorpusTrace:
+    """One trace of the corpus and its truth file."""
+
+    family: str
+    name: str  # unique in the corpus: family/torch-tag/trace
+    group: str  # the zoo shape, the transformers model, the SGLang module
+    torch: str
+    trace_path: Path
+    truth_path: Path
+
+    def truth_document(self) -> dict[str, Any]:
+        return json.loads(self.truth_path.read_text())
+
+
+def find_corpus(root: Path = CORPUS, families: Sequence[str] | None = None) -> list[CorpusTrace]:
+    """Every ``<name>.json.gz`` beside a ``<name>.truth.json`` under `root`, sorted by name."""
+    found = []
+    for truth_path in sorted(root.rglob("*.truth.json")):
+        trace_path = truth_path.with_name(truth_path.name.removesuffix(".truth.json") + ".json.gz")
+        if not trace_path.is_file():
+            continue
+        family = truth_path.relative_to(root).parts[0]
+        if families and family not in families:
+            continue
+        document = json.loads(truth_path.read_text())
+        name = str(truth_path.relative_to(root)).removesuffix(".truth.json")
+        group = document.get("shape") or document.get("model") or document.get("group") or document["name"]
+        found.append(CorpusTrace(family, name, group, document.get("torch", "?"), trace_path, truth_path))
+    return found
+
+
+def resolve_roots(spec: Iterable[str]) -> list[Path]:
+    """``repo:`` / ``repo:sub`` -> the repository (folder); ``module:pkg`` -> the folder holding pkg."""
+    roots = []
+    for item in spec:
+        kind, _, rest = item.partition(":")
+        if kind == "repo":
+            roots.append(REPO / rest if rest else REPO)
+        elif kind == "module":
+            found = importlib.util.find_spec(rest)
+            if found is not None and found.submodule_search_locations:
+                roots.append(Path(next(iter(found.submodule_search_locations))).parent)
+        else:
+            roots.append(Path(item))
+    return roots
+
+
+def stale_sources(document: dict[str, Any], roots: Sequence[Path]) -> list[str]:
+    """Source files whose digest differs from the one recorded with the trace (or that are missing)."""
+    stale = []
+    for name, digest in (document.get("sources") or {}).items():
+        path = next((r / name for r in roots if (r / name).is_file()), None)
+        if path is None or (digest is not None and file_digest(path) != digest):
+            stale.append(name)
+    return stale
+
+
+def parse_location(text: str) -> tuple[str, int] | None:
+    file, _, line = text.rpartition(":")
+    return (file, int(line)) if file and line.isdigit() else None
+
+
+def strip_stacks(trace_path: Path, out_dir: Path) -> Path:
+    """A copy of the trace with every python_function event removed (the no-stack form)."""
+    opener = gzip.open if trace_path.suffix == ".gz" else open
+    with opener(trace_path, "rb") as handle:
+        document = orjson.loads(handle.read())
+    document["traceEvents"] = [e for e in document["traceEvents"] if e.get("cat") != "python_function"]
+    document["with_stack"] = False
+    out = out_dir / (trace_path.name.removesuffix(".gz").removesuffix(".json") + ".nostack.json")
+    out.write_bytes(orjson.dumps(document))
+    return out
+
+
+class OutermostOps:
+    """Each row's outermost CPU op, by time containment per thread (ops nest perfectly)."""
+
+    def __init__(self, table) -> None:
+        from tracer.model.events import Cat
+
+        self.table = table
+        ops: dict[tuple[int, int], list[int]] = defaultdict(list)
+        launches: dict[int, int] = {}
+        for row in range(len(table)):
+            cat = table.cat[row]
+            if cat == Cat.CPU_OP:
+                ops[(table.pid[row], table.tid[row])].append(row)
+            elif cat in (Cat.RUNTIME, Cat.DRIVER) and table.correlation[row] >= 0:
+                launches[table.correlation[row]] = row  # the last launch of a correlation wins
+        self.launches = launches
+        self.tops: dict[tuple[int, int], tuple[list[int], list[int], list[int]]] = {}
+        ts, dur = table.ts_ns, table.dur_ns
+        for key, rows in ops.items():
+            rows.sort(key=lambda r: (ts[r], -dur[r], r))
+            starts, ends, tops = [], [], []
+            end = None
+            for row in rows:
+                if end is None or ts[row] >= end:
+                    tops.append(row)
+                    starts.append(ts[row])
+                    ends.append(ts[row] + dur[row])
+                    end = ts[row] + dur[row]
+            self.tops[key] = (starts, ends, tops)
+
+    def around(self, row: int) -> int | None:
+        """The outermost CPU op around `row` on its thread (a GPU row: around its launch)."""
+        from tracer.model.events import Cat
+
+        table = self.table
+        if Cat(table.cat[row]).is_gpu:
+            launch = self.launches.get(table.correlation[row])
+            if launch is None:
+                return None
+            row = launch
+        found = self.tops.get((table.pid[row], table.tid[row]))
+        if found is None:
+            return None
+        starts, ends, tops = found
+        at = bisect.bisect_right(starts, table.ts_ns[row]) - 1
+        if at < 0 or table.ts_ns[row] + table.dur_ns[row] > ends[at]:
+            return None
+        return tops[at]
+
+
+@dataclass
+class Bucket:
+    answered_ns: int = 0
+    wrong_ns: int = 0
+    wrong_origins: set[tuple[str, int]] = field(default_factory=set)  # (trace, origin id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "answered_ns": self.answered_ns,
+            "wrong_ns": self.wrong_ns,
+            "wrong_origins": len(self.wrong_origins),
+        }
+
+
+@dataclass
+class WrongAnswer:
+    """One origin's wrong answer: what it said, what ran, how sure it was."""
+
+    trace: str
+    group: str
+    said: str
+    truth: str
+    confidence: float
+    evidence: tuple[str, ...]
+    time_ns: int = 0
+    rows: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__, evidence=list(self.evidence))
+
+
+@dataclass
+class Score:
+    """One mode's figures for a set of rows (a trace, a group, a family)."""
+
+    rows: int = 0
+    total_ns: int = 0
+    truth_ns: int = 0  # rows whose outermost op has a truth
+    untruthed_rows: int = 0
+    answered_ns: int = 0  # truth rows whose origin names a line
+    right_ns: int = 0
+    rank1_ns: int = 0  # no-stack mode: the truth is the origin's line / in its top 3
+    top3_ns: int = 0
+    buckets: dict[str, Bucket] = field(default_factory=lambda: {b: Bucket() for b in BUCKETS})
+    wrong: list[WrongAnswer] = field(default_factory=list)
+
+    @property
+    def coverage(self) -> float | None:
+        return self.answered_ns / self.truth_ns if self.truth_ns else None
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.right_ns / self.answered_ns if self.answered_ns else None
+
+    @property
+    def truth_share(self) -> float | None:
+        return self.truth_ns / self.total_ns if self.total_ns else None
+
+    @property
+    def rank1(self) -> float | None:
+        return self.rank1_ns / self.truth_ns if self.truth_ns else None
+
+    @property
+    def top3(self) -> float | None:
+        return self.top3_ns / self.truth_ns if self.truth_ns else None
+
+    def add(self, other: Score) -> None:
+        for name in (
+            "rows",
+            "total_ns",
+            "truth_ns",
+            "untruthed_rows",
+            "answered_ns",
+            "right_ns",
+            "rank1_ns",
+            "top3_ns",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name, bucket in other.buckets.items():
+            mine = self.buckets[name]
+            mine.answered_ns += bucket.answered_ns
+            mine.wrong_ns += bucket.wrong_ns
+            mine.wrong_origins |= bucket.wrong_origins
+        self.wrong.extend(other.wrong)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "total_ns": self.total_ns,
+            "truth_ns": self.truth_ns,
+            "untruthed_rows": self.untruthed_rows,
+            "truth_share": self.truth_share,
+            "coverage": self.coverage,
+            "accuracy": self.accuracy,
+            "rank1": self.rank1,
+            "top3": self.top3,
+            "buckets": {name: bucket.to_dict() for name, bucket in self.buckets.items()},
+            "wrong_at_0.9": [w.to_dict() for w in self.wrong if w.confidence >= 0.9],
+        }
+
+
+@dataclass
+class TraceResult:
+    trace: CorpusTrace
+    scores: dict[str, Score]  # by mode
+    stale: list[str]
+    truth_share_recorded: float | None
+    callfrom_agreement: float | None
+
+
+def _ranked(origin) -> list[str]:
+    first = origin.location if origin.file is not None and origin.line is not None else None
+    ranked = [first] if first else []
+    ranked += [c for c in origin.candidates if c != first]
+    return ranked
+
+
+def _matches(location: str, truth: tuple[str, int]) -> bool:
+    parsed = parse_location(location)
+    return parsed is not None and parsed[1] == truth[1] and same_file(parsed[0], truth[0])
+
+
+def score_attributions(
+    attributions, truth: dict[int, tuple[str, int]], trace: CorpusTrace, *, ranked: bool
+) -> Score:
+    """Score one join result: each row against the truth of its outermost op."""
+    table = attributions.trace.events
+    outer = OutermostOps(table)
+    score = Score()
+    wrong: dict[tuple[str, str, float], WrongAnswer] = {}  # (said, truth, confidence): origins merged
+    for row, origin_id in zip(attributions.gpu_rows, attributions.origin_ids):
+        weight = table.dur_ns[row]
+        score.rows += 1
+        score.total_ns += weight
+        top = outer.around(row)
+        true = truth.get(table.ext_id[top]) if top is not None else None
+        if true is None:
+            score.untruthed_rows += 1
+            continue
+        score.truth_ns += weight
+        origin = attributions.origins[origin_id]
+        if ranked:
+            locations = _ranked(origin)
+            if locations and _matches(locations[0], true):
+                score.rank1_ns += weight
+            if any(_matches(loc, true) for loc in locations[:3]):
+                score.top3_ns += weight
+        if origin.file is None or origin.line is None:
+            continue
+        score.answered_ns += weight
+        bucket = score.buckets[bucket_of(origin.confidence)]
+        bucket.answered_ns += weight
+        if same_file(origin.file, true[0]) and origin.line == true[1]:
+            score.right_ns += weight
+            continue
+        bucket.wrong_ns += weight
+        bucket.wrong_origins.add((trace.name, origin_id))
+        key = (origin.location, f"{true[0]}:{true[1]}", origin.confidence)
+        answer = wrong.get(key)
+        if answer is None:
+            answer = wrong[key] = WrongAnswer(
+                trace.name, trace.group, origin.location, key[1], origin.confidence, tuple(origin.evidence)
+            )
+        answer.time_ns += weight
+        answer.rows += 1
+    score.wrong = sorted(wrong.values(), key=lambda w: -w.time_ns)
+    return score
+
+
+def score_trace(trace: CorpusTrace, modes: Sequence[str] = MODES, scratch: Path | None = None) -> TraceResult:
+    """Run the join on one corpus trace in each mode and score it."""
+    from tracer.join import attribute, sites_for_trace, trace_source_files
+    from tracer.load import load_trace
+    from tracer.static import scan
+
+    document = trace.truth_document()
+    roots = resolve_roots(document.get("source_roots", ["repo:"]))
+    truth = {int(ext): loc for ext, text in document["truth"].items() if (loc := parse_location(text))}
+    loaded = load_trace(trace.trace_path)
+    sites = sites_for_trace(loaded, roots)
+    scores: dict[str, Score] = {}
+    if "stack" in modes:
+        result = attribute(loaded, sites, source_roots=roots, use_call_from=False)
+        scores["stack"] = score_attributions(result, truth, trace, ranked=False)
+    if "callfrom" in modes and loaded.meta.has_call_from:
+        result = attribute(loaded, sites, source_roots=roots, use_call_from=True)
+        scores["callfrom"] = score_attributions(result, truth, trace, ranked=False)
+    if "nostack" in modes:
+        files = trace_source_files(loaded, roots)
+        with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+            bare = load_trace(strip_stacks(trace.trace_path, Path(tmp)))
+        bare_sites = list(scan(files).sites) if files else []
+        result = attribute(bare, bare_sites, source_roots=roots, use_call_from=False)
+        scores["nostack"] = score_attributions(result, truth, trace, ranked=True)
+    report = document.get("report", {})
+    return TraceResult(
+        trace,
+        scores,
+        stale_sources(document, roots),
+        report.get("truth_time_share"),
+        report.get("callfrom_agreement"),
+    )
+
+
+def default_workers() -> int:
+    return max(1, min(4, (os.cpu_count() or 1) // 2))
