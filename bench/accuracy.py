@@ -165,20 +165,50 @@ def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]
                 )
             cells.append(f"{pct(score.rank1)} / {pct(score.top3)}" if mode == "nostack" else "")
             lines.append(f"| {key[0]} | {key[1]} | {mode} | " + " | ".join(cells) + " |")
-    wrong = sorted(
-        (w for r in results for w in r.scores.get("stack", Score()).wrong if w.confidence >= 0.9),
-        key=lambda w: (w.trace, -w.time_ns),
-    )
     lines += [
         "",
-        f"Wrong answers at confidence >= 0.9, stack mode ({len(wrong)}):",
+        "Per shape / model (coverage / accuracy; `callfrom` on torch 2.14 traces; no-stack top 3):",
         "",
-        "| trace | said | truth | confidence | rows | evidence |",
-        "| --- | --- | --- | ---: | ---: | --- |",
     ]
-    for w in wrong:
+    by_group = aggregate(results, lambda r: (r.trace.family, r.trace.group))
+    tags = sorted({torch_tag(r) for r in results})
+    with_call_from = {torch_tag(r) for r in results if "callfrom" in r.scores}
+    columns = [(tag, "stack") for tag in tags] + [(tag, "callfrom") for tag in tags if tag in with_call_from]
+    per_tag = aggregate(results, lambda r: (r.trace.family, r.trace.group, torch_tag(r)))
+    head = [f"{tag} {mode}" for tag, mode in columns] + ["no-stack top 3"]
+    lines += [
+        "| family | shape / model | " + " | ".join(head) + " |",
+        "| --- | --- |" + " ---: |" * len(head),
+    ]
+    for family, group in by_group:
+        cells = []
+        for tag, mode in columns:
+            score = per_tag.get((family, group, tag), {}).get(mode)
+            cells.append(f"{pct(score.coverage)} / {pct(score.accuracy)}" if score else "")
+        nostack = by_group[(family, group)].get("nostack")
+        cells.append(pct(nostack.top3) if nostack else "")
+        lines.append(f"| {family} | {group} | " + " | ".join(cells) + " |")
+    merged: dict[tuple, list] = {}
+    for r in results:
+        for w in r.scores.get("stack", Score()).wrong:
+            if w.confidence >= 0.9:
+                key = (r.trace.family, w.group, w.said, w.truth)
+                entry = merged.setdefault(key, [w, set(), 0])
+                entry[1].add(torch_tag(r))
+                entry[2] += w.rows
+    lines += [
+        "",
+        f"Wrong answers at confidence >= 0.9, stack mode ({len(merged)} distinct, both torch versions merged):",
+        "",
+        "| family | shape / model | said | truth | confidence | torch | rows | evidence |",
+        "| --- | --- | --- | --- | ---: | --- | ---: | --- |",
+    ]
+    for (family, group, said, truth), (w, seen, rows) in sorted(merged.items()):
         evidence = "; ".join(w.evidence).replace("|", "/")
-        lines.append(f"| {w.trace} | {w.said} | {w.truth} | {w.confidence:.2f} | {w.rows} | {evidence} |")
+        lines.append(
+            f"| {family} | {group} | {said} | {truth} | {w.confidence:.2f} | {', '.join(sorted(seen))} | {rows} "
+            f"| {evidence} |"
+        )
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ line: every op under a child frame of a user frame is checked against it (`Truth
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -41,6 +42,9 @@ class TruthReport:
     truth_time_ns: int = 0
     threads_unpaired: int = 0
     duplicate_ext_ids: int = 0
+    nested_user_ops: int = 0  # top-level ops with user code inside (their inner ops have own lines)
+    nested_user_dropped: int = 0  # such ops whose inner lines B could not see: no truth
+    nested_user_dropped_ns: int = 0
     unknown_files: list[str] = field(default_factory=list)  # truth files A's frames never name
     has_call_from: bool = False
     callfrom_checked: int = 0
@@ -128,26 +132,72 @@ def pair(names_a: list[str], names_b: list[str]) -> list[tuple[int, int]]:
     return [(a + k, b + k) for a, b, size in matcher.get_matching_blocks() for k in range(size)]
 
 
+def split_under(spans: list[Span], tops: list[Span]) -> list[list[Span]]:
+    """The spans inside each top-level span (`tops` = `top_level(spans)`), in start order."""
+    inner: list[list[Span]] = [[] for _ in tops]
+    top_ids = {id(s) for s in tops}
+    at = -1
+    for span in spans:
+        if id(span) in top_ids:
+            at += 1
+        elif at >= 0:
+            inner[at].append(span)
+    return inner
+
+
+def ranges_inside(ranges: list[Span], starts: list[int], outer: Span) -> list[Span]:
+    """The ranges lying within `outer` (`starts`: the ranges' start times, sorted)."""
+    at = bisect.bisect_left(starts, outer.start)
+    found = []
+    while at < len(ranges) and ranges[at].start <= outer.end:
+        if ranges[at].end <= outer.end and ranges[at].start >= outer.start:
+            found.append(ranges[at])
+        at += 1
+    return found
+
+
 def derive_truth(
     events_a: list[dict], events_b: list[dict], *, prefix: str, harness: Callable[[str], bool]
 ) -> tuple[dict[str, str], TruthReport]:
-    """{External id of A's top-level op: "file:line"} and the report on how it was derived."""
+    """{External id of A's op: "file:line"} and the report on how it was derived.
+
+    Every top-level op gets the line of the truth range around its twin. Where user Python ran
+    inside a top-level op (an autograd Function's forward), B has truth ranges inside the twin too:
+    the ops inside then get their own lines, and the bench takes a row's truth from its nearest op
+    that has one. A top-level op with user frames inside it in A but no range inside its twin in B
+    loses its truth (its inner ops' lines are unknown): `nested_user_dropped`.
+    """
     report = TruthReport()
-    ops_a = {key: top_level(spans) for key, spans in spans_by_thread(events_a, is_op(prefix)).items()}
-    ops_b = {key: top_level(spans) for key, spans in spans_by_thread(events_b, is_op(prefix)).items()}
+    spans_a = spans_by_thread(events_a, is_op(prefix))
+    spans_b = spans_by_thread(events_b, is_op(prefix))
     ranges_b = spans_by_thread(events_b, is_truth_range(prefix))
+    user_frames = _user_frames(events_a, harness)
     truth: dict[str, str] = {}
-    truth_spans: dict[int, tuple[Span, str]] = {}  # A's op index -> (op, "file:line")
+    tops_with_truth: list[tuple[Span, str]] = []
     ext_seen: dict[str, int] = {}
-    for key, tops in ops_a.items():
+
+    def keep(span: Span, line: str) -> bool:
+        ext = span.args.get("External id")
+        if ext is None:
+            return False
+        ext_seen[str(ext)] = ext_seen.get(str(ext), 0) + 1
+        truth[str(ext)] = line
+        return True
+
+    for key, all_a in spans_a.items():
+        tops = top_level(all_a)
         report.top_ops += len(tops)
         report.top_time_ns += sum(s.end - s.start for s in tops)
-        twins = ops_b.get(key)
-        if twins is None:
+        if key not in spans_b:
             report.threads_unpaired += 1
             report.dropped += len(tops)
             report.dropped_time_ns += sum(s.end - s.start for s in tops)
             continue
+        twins = top_level(spans_b[key])
+        inner_a, inner_b = split_under(all_a, tops), split_under(spans_b[key], twins)
+        ranges = ranges_b.get(key, [])
+        range_starts = [r.start for r in ranges]
+        frames = user_frames.get(key, ([], []))
         pairs = pair([s.name for s in tops], [s.name for s in twins])
         report.paired += len(pairs)
         paired_a = {a for a, _ in pairs}
@@ -155,32 +205,56 @@ def derive_truth(
             if i not in paired_a:
                 report.dropped += 1
                 report.dropped_time_ns += span.end - span.start
-        around = innermost_around(ranges_b.get(key, []), [twins[b] for _, b in pairs])
-        for (a, _), truth_range in zip(pairs, around, strict=True):
-            if truth_range is None:
+        around = innermost_around(ranges, [twins[b] for _, b in pairs])
+        for (a, b), truth_range in zip(pairs, around, strict=True):
+            span, twin = tops[a], twins[b]
+            nested = ranges_inside(ranges, range_starts, twin)
+            if nested:  # user code ran inside the op: its inner ops get their own lines
+                report.nested_user_ops += 1
+                inner_pairs = pair([s.name for s in inner_a[a]], [s.name for s in inner_b[b]])
+                inner_around = innermost_around(nested, [inner_b[b][j] for _, j in inner_pairs])
+                for (i, _), inner_range in zip(inner_pairs, inner_around, strict=True):
+                    if inner_range is not None:
+                        keep(inner_a[a][i], inner_range.name[len(prefix) :])
+            elif _has_frame_inside(frames, span):
+                report.nested_user_dropped += 1
+                report.nested_user_dropped_ns += span.end - span.start
                 continue
-            span = tops[a]
-            ext = span.args.get("External id")
-            if ext is None:
-                continue
-            line = truth_range.name[len(prefix) :]
-            ext_key = str(ext)
-            ext_seen[ext_key] = ext_seen.get(ext_key, 0) + 1
-            truth[ext_key] = line
-            truth_spans[span.index] = (span, line)
+            if truth_range is not None and keep(span, truth_range.name[len(prefix) :]):
+                tops_with_truth.append((span, truth_range.name[len(prefix) :]))
     for ext_key, count in ext_seen.items():
-        if count > 1:  # an External id shared by two top-level ops cannot key the truth
+        if count > 1:  # an External id shared by two ops cannot key the truth
             report.duplicate_ext_ids += 1
             truth.pop(ext_key, None)
-    for span, line in truth_spans.values():
+    for span, _ in tops_with_truth:
         if str(span.args.get("External id")) in truth:
             report.with_truth += 1
             report.truth_time_ns += span.end - span.start
     frame_files = _frame_files(events_a)
     truth_files = {line.rpartition(":")[0] for line in truth.values()}
     report.unknown_files = sorted(f for f in truth_files if not any(same_file(f, g) for g in frame_files))
-    _check_call_from(events_a, ops_a, truth, report, harness)
+    _check_call_from(events_a, {k: top_level(v) for k, v in spans_a.items()}, truth, report, harness)
     return truth, report
+
+
+def _user_frames(
+    events: list[dict], harness: Callable[[str], bool]
+) -> dict[tuple, tuple[list[int], list[Span]]]:
+    """User-code Python frames per thread, with their start times (for `_has_frame_inside`)."""
+
+    def is_user(event: dict) -> bool:
+        if event.get("cat") != "python_function":
+            return False
+        file = frame_file(event.get("name", ""))
+        return file is not None and not is_library_name(file) and not harness(file)
+
+    return {key: ([s.start for s in spans], spans) for key, spans in spans_by_thread(events, is_user).items()}
+
+
+def _has_frame_inside(frames: tuple[list[int], list[Span]], op: Span) -> bool:
+    starts, spans = frames
+    at = bisect.bisect_left(starts, op.start)
+    return at < len(spans) and spans[at].start <= op.end and spans[at].end <= op.end
 
 
 def _frame_files(events: Iterable[dict]) -> set[str]:

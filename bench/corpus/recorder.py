@@ -77,20 +77,59 @@ class TruthMode(TorchFunctionMode):
         self._user[filename] = name
         return name
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        frame = sys._getframe(1)
+    def label_for(self, frame) -> str | None:
+        """``kt:truth:<file>:<line>`` of the first user frame from `frame` outward, or None."""
         while frame is not None:
             name = self.user_name(frame.f_code.co_filename)
             if name is not None:
-                break
+                self.seen_files.add(name)
+                return f"{TRUTH_PREFIX}{name}:{frame.f_lineno}"
             frame = frame.f_back
-        if frame is None:
+        return None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        label = self.label_for(sys._getframe(1))
+        if label is None:
             return func(*args, **kwargs)
-        self.seen_files.add(name)
-        label = f"{TRUTH_PREFIX}{name}:{frame.f_lineno}"
-        with _range(label) if _range is not None else torch.profiler.record_function(label):
+        with open_range(label):
             return func(*args, **kwargs)
+
+    def __enter__(self):
+        _patch_function_apply(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            _restore_function_apply()
+
+
+def open_range(label: str):
+    return _range(label) if _range is not None else torch.profiler.record_function(label)
+
+
+_ORIGINAL_APPLY = torch.autograd.Function.__dict__["apply"]
+
+
+def _patch_function_apply(mode: TruthMode) -> None:
+    """`Function.apply` is no torch function (the mode never sees it), yet its op (named after the
+    Function) encloses the user's `forward`: give that op the line of the `apply` call too."""
+
+    def apply(cls, *args, **kwargs):
+        original = _ORIGINAL_APPLY.__get__(None, cls)  # a classmethod (or, on torch 2.14, its C form)
+        label = mode.label_for(sys._getframe(1))
+        if label is None:
+            return original(*args, **kwargs)
+        with open_range(label):
+            return original(*args, **kwargs)
+
+    torch.autograd.Function.apply = classmethod(apply)
+
+
+def _restore_function_apply() -> None:
+    torch.autograd.Function.apply = _ORIGINAL_APPLY
 
 
 def activities_for(device: torch.device) -> list[ProfilerActivity]:

@@ -1,9 +1,9 @@
 """Score the join against the corpus truth: coverage, accuracy and calibration per trace.
 
 Each attributed row (a kernel/memcpy/memset, or on CPU traces a leaf CPU op) takes the truth of
-its outermost CPU op, found here by time containment on the event table (a GPU row through its
-runtime launch, matched by correlation id), not through the join. Rows whose outermost op has no
-truth are left out and counted.
+its outermost CPU op (`TruthLookup`), found here by time containment on the event table (a GPU row
+through its runtime launch, matched by correlation id), not through the join. Rows with no truth
+are left out and counted.
 """
 
 from __future__ import annotations
@@ -110,13 +110,18 @@ def strip_stacks(trace_path: Path, out_dir: Path) -> Path:
     return out
 
 
-class OutermostOps:
-    """Each row's outermost CPU op, by time containment per thread (ops nest perfectly)."""
+class TruthLookup:
+    """A row's truth: that of the nearest CPU op around it (itself included) that has one, by time
+    containment per thread (ops nest perfectly); a GPU row is looked up at its runtime launch.
 
-    def __init__(self, table) -> None:
+    Normally only top-level ops have a truth, so this is the outermost op's; where user code ran
+    inside an op (an autograd Function), the ops inside have their own lines.
+    """
+
+    def __init__(self, table, truth: dict[int, tuple[str, int]]) -> None:
         from tracer.model.events import Cat
 
-        self.table = table
+        self.table, self.truth = table, truth
         ops: dict[tuple[int, int], list[int]] = defaultdict(list)
         launches: dict[int, int] = {}
         for row in range(len(table)):
@@ -126,38 +131,49 @@ class OutermostOps:
             elif cat in (Cat.RUNTIME, Cat.DRIVER) and table.correlation[row] >= 0:
                 launches[table.correlation[row]] = row  # the last launch of a correlation wins
         self.launches = launches
-        self.tops: dict[tuple[int, int], tuple[list[int], list[int], list[int]]] = {}
+        self.parent: dict[int, int] = {}
+        self.sorted: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         ts, dur = table.ts_ns, table.dur_ns
         for key, rows in ops.items():
             rows.sort(key=lambda r: (ts[r], -dur[r], r))
-            starts, ends, tops = [], [], []
-            end = None
+            stack: list[int] = []
             for row in rows:
-                if end is None or ts[row] >= end:
-                    tops.append(row)
-                    starts.append(ts[row])
-                    ends.append(ts[row] + dur[row])
-                    end = ts[row] + dur[row]
-            self.tops[key] = (starts, ends, tops)
+                while stack and ts[stack[-1]] + dur[stack[-1]] < ts[row] + dur[row]:
+                    stack.pop()
+                if stack:
+                    self.parent[row] = stack[-1]
+                stack.append(row)
+            self.sorted[key] = ([ts[r] for r in rows], rows)
 
-    def around(self, row: int) -> int | None:
-        """The outermost CPU op around `row` on its thread (a GPU row: around its launch)."""
+    def innermost_op(self, row: int) -> int | None:
         from tracer.model.events import Cat
 
         table = self.table
         if Cat(table.cat[row]).is_gpu:
-            launch = self.launches.get(table.correlation[row])
-            if launch is None:
+            row = self.launches.get(table.correlation[row], -1)
+            if row < 0:
                 return None
-            row = launch
-        found = self.tops.get((table.pid[row], table.tid[row]))
+        if table.cat[row] == Cat.CPU_OP:
+            return row
+        found = self.sorted.get((table.pid[row], table.tid[row]))
         if found is None:
             return None
-        starts, ends, tops = found
+        starts, rows = found
         at = bisect.bisect_right(starts, table.ts_ns[row]) - 1
-        if at < 0 or table.ts_ns[row] + table.dur_ns[row] > ends[at]:
-            return None
-        return tops[at]
+        op = rows[at] if at >= 0 else None
+        end = table.ts_ns[row] + table.dur_ns[row]
+        while op is not None and table.ts_ns[op] + table.dur_ns[op] < end:
+            op = self.parent.get(op)
+        return op
+
+    def truth_of(self, row: int) -> tuple[str, int] | None:
+        op = self.innermost_op(row)
+        while op is not None:
+            found = self.truth.get(self.table.ext_id[op])
+            if found is not None:
+                return found
+            op = self.parent.get(op)
+        return None
 
 
 @dataclass
@@ -287,15 +303,14 @@ def score_attributions(
 ) -> Score:
     """Score one join result: each row against the truth of its outermost op."""
     table = attributions.trace.events
-    outer = OutermostOps(table)
+    lookup = TruthLookup(table, truth)
     score = Score()
     wrong: dict[tuple[str, str, float], WrongAnswer] = {}  # (said, truth, confidence): origins merged
     for row, origin_id in zip(attributions.gpu_rows, attributions.origin_ids):
         weight = table.dur_ns[row]
         score.rows += 1
         score.total_ns += weight
-        top = outer.around(row)
-        true = truth.get(table.ext_id[top]) if top is not None else None
+        true = lookup.truth_of(row)
         if true is None:
             score.untruthed_rows += 1
             continue

@@ -30,7 +30,9 @@ ISSUE_SHAPES = {  # issue 13's failing shapes, each must be in the zoo
 
 def test_corpus_is_there() -> None:
     families = {t.family for t in TRACES}
-    assert {"zoo"} <= families, families
+    assert {"zoo", "transformers", "sglang"} <= families, families
+    models = {t.group for t in corpus_traces("transformers")}
+    assert len(models) >= 10, models
 
 
 @pytest.mark.parametrize("trace", TRACES, ids=lambda t: t.name)
@@ -77,6 +79,25 @@ def test_scores_are_consistent(zoo_scores) -> None:
         assert score.truth_share >= 0.95, name  # rows whose outermost op has a truth
         assert sum(b.answered_ns for b in score.buckets.values()) == score.answered_ns
         assert all(w.confidence >= 0 for w in score.wrong)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "transformers/torch2.13/llama_forward",
+        "transformers/torch2.14/mixtral_forward",
+        "sglang/torch2.13/kv_pool",
+    ],
+)
+def test_real_model_traces_score(name: str) -> None:
+    """A fast subset of the real-model families: truth reaches the rows, the figures add up."""
+    trace = next((t for t in TRACES if t.name == name), None)
+    if trace is None:
+        pytest.skip(f"{name} is not in the corpus")
+    score = score_trace(trace, ("stack",)).scores["stack"]
+    assert score.truth_share >= 0.95
+    assert score.right_ns <= score.answered_ns <= score.truth_ns
+    assert score.coverage > 0.5
 
 
 def test_all_modes_on_a_callfrom_trace() -> None:
