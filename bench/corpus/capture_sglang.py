@@ -415,7 +415,13 @@ def main(argv: list[str] | None = None) -> int:
             name=name, build=build, steps=PROFILED, warmup=WARMUP, about=f"sglang {sglang.__version__}: {about}",
             extra={"family": "sglang", "group": name, "sglang": sglang.__version__},
         )  # fmt: skip
-        rec = record(workload, out, device=device, source_roots=["module:sglang"], find_source=sglang_source)
+        rec = record(
+            workload,
+            out,
+            device=device,
+            source_roots=[f"package:sglang=={sglang.__version__}"],
+            find_source=sglang_source,
+        )
         print_recording(rec)
     return 0
 

@@ -112,6 +112,13 @@ def transformers_source(name: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def source_roots() -> list[str]:
+    """The truth files' source root: this transformers version (the bench finds its source)."""
+    import transformers
+
+    return [f"package:transformers=={transformers.__version__}"]
+
+
 def build_model(model: str, device: torch.device, dtype: torch.dtype = torch.bfloat16):
     import transformers
 
@@ -178,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                 workload,
                 out,
                 device=device,
-                source_roots=["module:transformers"],
+                source_roots=source_roots(),
                 find_source=transformers_source,
             )
             print_recording(rec)

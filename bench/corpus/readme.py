@@ -50,7 +50,8 @@ PYTHONPATH=$PWD /tmp/t214/bin/python -m bench.corpus.capture_zoo --out tests/fix
 PYTHONPATH=$PWD python3 -m bench.corpus.capture_transformers --out tests/fixtures/corpus/transformers
 PYTHONPATH=$PWD /tmp/t214/bin/python -m bench.corpus.capture_transformers --out tests/fixtures/corpus/transformers
 PYTHONPATH=$PWD python3 -m bench.corpus.capture_sglang --out tests/fixtures/corpus/sglang
-python3 bench/corpus/capture_gpu.py --out DIR   # on the GPU machine; see "gpu" below
+python3 bench/corpus/capture_gpu.py --out /tmp/gpu --tar $OUT/gpu_corpus.tar   # on the GPU machine (repo = cwd)
+mkdir -p tests/fixtures/corpus/gpu && tar xf gpu_corpus.tar -C tests/fixtures/corpus/gpu   # here, then:
 PYTHONPATH=$PWD python3 -m bench.corpus.readme
 ```
 """
@@ -121,8 +122,13 @@ FAMILY_NOTES = {
         "with --no-deps).\n"
     ),
     "gpu": (
-        "Script: `bench/corpus/capture_gpu.py --out DIR` on the GPU machine (the zoo, and 2 transformers "
-        "families, on `cuda`). Rows are kernels/memcpy/memset weighted by GPU time.\n"
+        "Script: `bench/corpus/capture_gpu.py --out DIR --tar FILE` on the GPU machine: the zoo and 3 "
+        "transformers models (llama, mixtral, qwen3; forward and generate) on `cuda`, both runs in one "
+        "process; `summary.json` beside the traces holds the environment and each case's report. Rows are "
+        "kernels/memcpy/memset weighted by GPU time; each finds its op through its runtime launch "
+        "(correlation id). The machine's transformers version is in each truth file "
+        "(`package:transformers==X`): the bench reads that version's source, installed or under "
+        "`build/src/transformers-X` (`make setup` unpacks 5.17.0 there).\n"
     ),
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -68,19 +69,42 @@ def find_corpus(root: Path = CORPUS, families: Sequence[str] | None = None) -> l
 
 
 def resolve_roots(spec: Iterable[str]) -> list[Path]:
-    """``repo:`` / ``repo:sub`` -> the repository (folder); ``module:pkg`` -> the folder holding pkg."""
+    """Where a truth file's source is.
+
+    ``repo:`` / ``repo:sub``: the repository (a folder in it); ``module:pkg``: the folder holding the
+    installed pkg; ``package:pkg==1.2``: that, when the installed version is 1.2, else
+    ``build/src/pkg-1.2`` (where `make setup` unpacks transformers 5.17.0, the GPU machine's).
+    """
     roots = []
     for item in spec:
         kind, _, rest = item.partition(":")
         if kind == "repo":
             roots.append(REPO / rest if rest else REPO)
-        elif kind == "module":
-            found = importlib.util.find_spec(rest)
-            if found is not None and found.submodule_search_locations:
-                roots.append(Path(next(iter(found.submodule_search_locations))).parent)
+        elif kind in ("module", "package"):
+            name, _, version = rest.partition("==")
+            unpacked = REPO / "build" / "src" / f"{name}-{version}"
+            installed = _installed_root(name)
+            if version and _installed_version(name) != version and unpacked.is_dir():
+                roots.append(unpacked)
+            elif installed is not None:
+                roots.append(installed)
         else:
             roots.append(Path(item))
     return roots
+
+
+def _installed_root(name: str) -> Path | None:
+    found = importlib.util.find_spec(name)
+    if found is None or not found.submodule_search_locations:
+        return None
+    return Path(next(iter(found.submodule_search_locations))).parent
+
+
+def _installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def stale_sources(document: dict[str, Any], roots: Sequence[Path]) -> list[str]:

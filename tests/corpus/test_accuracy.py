@@ -125,3 +125,18 @@ def test_bench_prints_and_writes_json(tmp_path: Path, capsys) -> None:
     document = json.loads(out.read_text())
     assert {"zoo/torch2.13", "zoo/torch2.14"} <= set(document["families"])
     assert set(document["families"]["zoo/torch2.13"]["stack"]["buckets"]) == set(BUCKETS)
+
+
+def test_gpu_rows_find_their_op_through_the_launch(own_gpu_traces: Path) -> None:
+    """On a real H200 trace, each kernel's op found through its launch (correlation id, then time
+    containment: what the bench does) is the op its External id names."""
+    from bench.corpus.scoring import TruthLookup
+    from tracer.load import load_trace
+    from tracer.model.events import Cat
+
+    table = load_trace(own_gpu_traces / "glm5_gather_then_cast_stack.json.gz").events
+    lookup = TruthLookup(table, {})
+    op_by_ext = {table.ext_id[r]: r for r in range(len(table)) if table.cat[r] == Cat.CPU_OP}
+    kernels = [r for r in range(len(table)) if table.cat[r] == Cat.KERNEL and table.ext_id[r] in op_by_ext]
+    assert len(kernels) > 1000
+    assert all(lookup.innermost_op(r) == op_by_ext[table.ext_id[r]] for r in kernels)
