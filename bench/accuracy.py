@@ -101,7 +101,8 @@ def accuracy_table(
             "truth time (ms)",
             "coverage",
             "accuracy",
-            *(f"{b}: answered / wrong (ms) / wrong origins" for b in BUCKETS),
+            *(f"conf {b}: ms answered, right, wrong origins" for b in BUCKETS),
+            *(("same line as CallFrom",) if mode == "stack" else ()),
         )
     for column in columns:
         table.add_column(column, justify="right")
@@ -121,13 +122,19 @@ def accuracy_table(
             ]
         else:
             cells += [pct(score.coverage), pct(score.accuracy)]
-            for name in BUCKETS:
-                bucket = score.buckets[name]
-                cells.append(
-                    f"{ms(bucket.answered_ns)} / {ms(bucket.wrong_ns)} / {len(bucket.wrong_origins)}"
-                )
+            cells += [bucket_cell(score.buckets[name]) for name in BUCKETS]
+            if mode == "stack":
+                cells.append(pct(score.same_as_callfrom))
         table.add_row(*key, *cells)
     return table
+
+
+def bucket_cell(bucket) -> str:
+    """``ms answered, share of it right, distinct wrong origins``."""
+    if not bucket.answered_ns:
+        return "-"
+    right = 1 - bucket.wrong_ns / bucket.answered_ns
+    return f"{ms(bucket.answered_ns)}, {right:.1%}, {len(bucket.wrong_origins)}"
 
 
 def wrong_table(results: list[TraceResult], mode: str, limit: int) -> Table | None:
@@ -148,9 +155,9 @@ def wrong_table(results: list[TraceResult], mode: str, limit: int) -> Table | No
 def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]], modes: list[str]) -> str:
     """The figures as markdown tables (what bench/ACCURACY.md records)."""
     lines = [
-        "| family | torch | mode | truth time (ms) | coverage | accuracy "
-        + "| >=0.9 answered / wrong (ms) / wrong origins | 0.5-0.9 | <0.5 | no-stack rank 1 / top 3 |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| family | torch | mode | truth time (ms) | coverage | accuracy | conf >= 0.9: ms answered, right, "
+        + "wrong origins | 0.5-0.9 | < 0.5 | stack = CallFrom's line | no-stack rank 1 / top 3 |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for key, scores in by_family.items():
         for mode in modes:
@@ -158,11 +165,10 @@ def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]
             if score is None:
                 continue
             cells = [ms(score.truth_ns), pct(score.coverage), pct(score.accuracy)]
-            for name in BUCKETS:
-                bucket = score.buckets[name]
-                cells.append(
-                    f"{ms(bucket.answered_ns)} / {ms(bucket.wrong_ns)} / {len(bucket.wrong_origins)}"
-                )
+            cells += [bucket_cell(score.buckets[name]) for name in BUCKETS]
+            cells.append(
+                pct(score.same_as_callfrom) if mode == "stack" and score.callfrom_answered_ns else ""
+            )
             cells.append(f"{pct(score.rank1)} / {pct(score.top3)}" if mode == "nostack" else "")
             lines.append(f"| {key[0]} | {key[1]} | {mode} | " + " | ".join(cells) + " |")
     lines += [
@@ -213,8 +219,8 @@ def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]
 
 
 def _score(args: tuple) -> TraceResult:
-    trace, modes = args
-    return score_trace(trace, modes)
+    trace, modes, rows = args
+    return score_trace(trace, modes, rows=rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", help="comma-separated shape/model names or globs")
     parser.add_argument("--torch", help="only traces of this torch tag, e.g. torch2.13")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated of {', '.join(MODES)}")
+    parser.add_argument(
+        "--rows", choices=("all", "casts"), default="all", help="casts: only rows with a cast/copy op"
+    )
     parser.add_argument("--by-group", action="store_true", help="a table per zoo shape / model too")
     parser.add_argument("--wrong", type=int, default=60, help="list at most this many wrong >= 0.9 answers")
     parser.add_argument("--workers", type=int, default=1)
@@ -244,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.corpus}: no corpus traces match", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    jobs = [(t, modes) for t in traces]
+    jobs = [(t, modes, args.rows) for t in traces]
     if args.workers > 1:
         with ProcessPoolExecutor(args.workers) as pool:
             results = list(pool.map(_score, jobs))

@@ -190,6 +190,15 @@ class TruthLookup:
             op = self.parent.get(op)
         return op
 
+    def chain_names(self, row: int) -> set[str]:
+        """The names of the CPU ops around `row` (itself included), innermost to outermost."""
+        names = set()
+        op = self.innermost_op(row)
+        while op is not None:
+            names.add(self.table.name[op])
+            op = self.parent.get(op)
+        return names
+
     def truth_of(self, row: int) -> tuple[str, int] | None:
         op = self.innermost_op(row)
         while op is not None:
@@ -198,6 +207,15 @@ class TruthLookup:
                 return found
             op = self.parent.get(op)
         return None
+
+
+ADDED = (  # the Score counters that add up across traces
+    "rows", "total_ns", "truth_ns", "untruthed_rows", "answered_ns", "right_ns", "rank1_ns", "top3_ns",
+    "same_as_callfrom_ns", "callfrom_answered_ns",
+)  # fmt: skip
+CAST_OPS = frozenset(
+    {"aten::_to_copy", "aten::copy_"}
+)  # `--rows casts`: a cast or copy in the row's op chain
 
 
 @dataclass
@@ -243,6 +261,11 @@ class Score:
     right_ns: int = 0
     rank1_ns: int = 0  # no-stack mode: the truth is the origin's line / in its top 3
     top3_ns: int = 0
+    # stack mode on a CallFrom trace: time where the join (CallFrom ignored) names the line the join
+    # with CallFrom names, of the time the latter names one (a truth-free check any 2.14 trace allows)
+    same_as_callfrom_ns: int = 0
+    callfrom_answered_ns: int = 0
+    answers: dict[int, str] = field(default_factory=dict, repr=False)  # row -> location (not saved)
     buckets: dict[str, Bucket] = field(default_factory=lambda: {b: Bucket() for b in BUCKETS})
     wrong: list[WrongAnswer] = field(default_factory=list)
 
@@ -259,6 +282,10 @@ class Score:
         return self.truth_ns / self.total_ns if self.total_ns else None
 
     @property
+    def same_as_callfrom(self) -> float | None:
+        return self.same_as_callfrom_ns / self.callfrom_answered_ns if self.callfrom_answered_ns else None
+
+    @property
     def rank1(self) -> float | None:
         return self.rank1_ns / self.truth_ns if self.truth_ns else None
 
@@ -267,16 +294,7 @@ class Score:
         return self.top3_ns / self.truth_ns if self.truth_ns else None
 
     def add(self, other: Score) -> None:
-        for name in (
-            "rows",
-            "total_ns",
-            "truth_ns",
-            "untruthed_rows",
-            "answered_ns",
-            "right_ns",
-            "rank1_ns",
-            "top3_ns",
-        ):
+        for name in ADDED:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name, bucket in other.buckets.items():
             mine = self.buckets[name]
@@ -295,6 +313,7 @@ class Score:
             "coverage": self.coverage,
             "accuracy": self.accuracy,
             "rank1": self.rank1,
+            "same_as_callfrom": self.same_as_callfrom,
             "top3": self.top3,
             "buckets": {name: bucket.to_dict() for name, bucket in self.buckets.items()},
             "wrong_at_0.9": [w.to_dict() for w in self.wrong if w.confidence >= 0.9],
@@ -323,14 +342,19 @@ def _matches(location: str, truth: tuple[str, int]) -> bool:
 
 
 def score_attributions(
-    attributions, truth: dict[int, tuple[str, int]], trace: CorpusTrace, *, ranked: bool
+    attributions, truth: dict[int, tuple[str, int]], trace: CorpusTrace, *, ranked: bool, rows: str = "all"
 ) -> Score:
-    """Score one join result: each row against the truth of its outermost op."""
+    """Score one join result: each row against the truth of its outermost op.
+
+    `rows`: "all", or "casts" (only rows with ``aten::_to_copy``/``aten::copy_`` in their op chain).
+    """
     table = attributions.trace.events
     lookup = TruthLookup(table, truth)
     score = Score()
     wrong: dict[tuple[str, str, float], WrongAnswer] = {}  # (said, truth, confidence): origins merged
     for row, origin_id in zip(attributions.gpu_rows, attributions.origin_ids):
+        if rows == "casts" and not lookup.chain_names(row) & CAST_OPS:
+            continue
         weight = table.dur_ns[row]
         score.rows += 1
         score.total_ns += weight
@@ -349,6 +373,7 @@ def score_attributions(
         if origin.file is None or origin.line is None:
             continue
         score.answered_ns += weight
+        score.answers[row] = origin.location
         bucket = score.buckets[bucket_of(origin.confidence)]
         bucket.answered_ns += weight
         if same_file(origin.file, true[0]) and origin.line == true[1]:
@@ -368,8 +393,10 @@ def score_attributions(
     return score
 
 
-def score_trace(trace: CorpusTrace, modes: Sequence[str] = MODES, scratch: Path | None = None) -> TraceResult:
-    """Run the join on one corpus trace in each mode and score it."""
+def score_trace(
+    trace: CorpusTrace, modes: Sequence[str] = MODES, *, rows: str = "all", scratch: Path | None = None
+) -> TraceResult:
+    """Run the join on one corpus trace in each mode and score it (`rows`: see `score_attributions`)."""
     from tracer.join import attribute, sites_for_trace, trace_source_files
     from tracer.load import load_trace
     from tracer.static import scan
@@ -382,17 +409,24 @@ def score_trace(trace: CorpusTrace, modes: Sequence[str] = MODES, scratch: Path 
     scores: dict[str, Score] = {}
     if "stack" in modes:
         result = attribute(loaded, sites, source_roots=roots, use_call_from=False)
-        scores["stack"] = score_attributions(result, truth, trace, ranked=False)
+        scores["stack"] = score_attributions(result, truth, trace, ranked=False, rows=rows)
     if "callfrom" in modes and loaded.meta.has_call_from:
         result = attribute(loaded, sites, source_roots=roots, use_call_from=True)
-        scores["callfrom"] = score_attributions(result, truth, trace, ranked=False)
+        scores["callfrom"] = score_attributions(result, truth, trace, ranked=False, rows=rows)
     if "nostack" in modes:
         files = trace_source_files(loaded, roots)
         with tempfile.TemporaryDirectory(dir=scratch) as tmp:
             bare = load_trace(strip_stacks(trace.trace_path, Path(tmp)))
         bare_sites = list(scan(files).sites) if files else []
         result = attribute(bare, bare_sites, source_roots=roots, use_call_from=False)
-        scores["nostack"] = score_attributions(result, truth, trace, ranked=True)
+        scores["nostack"] = score_attributions(result, truth, trace, ranked=True, rows=rows)
+    if "stack" in scores and "callfrom" in scores:
+        stack, callfrom = scores["stack"], scores["callfrom"]
+        for row, location in callfrom.answers.items():
+            weight = loaded.events.dur_ns[row]
+            stack.callfrom_answered_ns += weight
+            if stack.answers.get(row) == location:
+                stack.same_as_callfrom_ns += weight
     report = document.get("report", {})
     return TraceResult(
         trace,
