@@ -58,6 +58,7 @@ def corpus_table(results: list[TraceResult]) -> Table:
         "family",
         "torch",
         "traces",
+        "top-level ops (dropped: A/B differ)",
         "rows",
         "row time with truth",
         "min truth share (op time)",
@@ -74,11 +75,15 @@ def corpus_table(results: list[TraceResult]) -> Table:
             if r.scores:
                 total.add(next(iter(r.scores.values())))
         shares = [r.truth_share_recorded for r in members if r.truth_share_recorded is not None]
+        reports = [r.trace.truth_document()["report"] for r in members]
+        dropped = sum(rep["dropped"] for rep in reports)
+        top_ops = sum(rep["top_ops"] for rep in reports)
         agreements = [r.callfrom_agreement for r in members if r.callfrom_agreement is not None]
         table.add_row(
             family,
             tag,
             str(len(members)),
+            f"{top_ops} ({dropped})",
             str(total.rows),
             pct(total.truth_share),
             pct(min(shares)) if shares else "-",

@@ -74,7 +74,8 @@ def main() -> int:
         what = document.get("about", "")
         rows[family].append(
             f"| `{relative.parent}/{trace_path.name}` | {group} | {document['torch']} | {document['python']} | "
-            f"{document['device']} | {document['steps']} | {report['top_ops']} | {report['truth_time_share']:.1%} | "
+            f"{document['device']} | {document['steps']} | {report['top_ops']} | {report['dropped']} | "
+            f"{report['truth_time_share']:.1%} | "
             f"{callfrom} | {trace_path.stat().st_size / 1024:.0f} KB | {what} |"
         )
         total = totals[family]
@@ -91,14 +92,14 @@ def main() -> int:
         agreement = f"{agree}/{checked}" if checked else "-"
         lines.append(f"| {family} | {count} | {ops} | {size / 1e6:.1f} MB | {agreement} |")
     header = (
-        "| trace | shape / model | torch | python | device | profiled steps | top-level ops | op time with truth "
-        "| CallFrom agrees | size | what it holds |"
+        "| trace | shape / model | torch | python | device | profiled steps | top-level ops | dropped (A/B differ) "
+        "| op time with truth | CallFrom agrees | size | what it holds |"
     )
     for family, family_rows in sorted(rows.items()):
         lines.append(f"\n## {family}\n")
         lines.append(FAMILY_NOTES.get(family, ""))
         lines.append(header)
-        lines.append("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+        lines.append("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         lines.extend(family_rows)
     (CORPUS / "README.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {CORPUS / 'README.md'}")
