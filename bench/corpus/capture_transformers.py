@@ -1,0 +1,196 @@
+"""Record real transformers models (tiny random configs, no download): forward and generate.
+
+    python3 -m bench.corpus.capture_transformers --out tests/fixtures/corpus/transformers [--models llama,gpt2]
+
+Writes ``OUT/torch<major.minor>/<model>_<forward|generate>.json.gz`` and ``.truth.json``. The models'
+source is the installed transformers package (``module:transformers`` in the truth files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+if __package__ in (None, ""):  # run as a script: import from the repository, not from this folder
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
+    sys.path.insert(0, str(REPO))
+
+import torch
+
+from bench.corpus.capture_zoo import pick, print_recording, torch_tag
+from bench.corpus.recorder import Workload, record
+
+VOCAB, BATCH, PROMPT = 128, 2, 6
+_DENSE = {
+    "vocab_size": VOCAB,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+}
+# model -> (config class name, config keywords): each as small as the architecture allows.
+MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", _DENSE),
+    "mistral": ("MistralConfig", _DENSE),
+    "qwen2": ("Qwen2Config", _DENSE),
+    "qwen3": ("Qwen3Config", dict(_DENSE, head_dim=8)),
+    "gemma2": ("Gemma2Config", dict(_DENSE, head_dim=8, sliding_window=4)),
+    "phi3": ("Phi3Config", dict(_DENSE, pad_token_id=0)),
+    "olmo": ("OlmoConfig", dict(_DENSE, pad_token_id=0)),
+    "gpt2": ("GPT2Config", {"vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64}),
+    "opt": (
+        "OPTConfig",
+        {
+            "vocab_size": VOCAB,
+            "hidden_size": 32,
+            "ffn_dim": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "word_embed_proj_dim": 32,
+            "max_position_embeddings": 64,
+        },
+    ),
+    "gpt_neox": (
+        "GPTNeoXConfig",
+        {
+            "vocab_size": VOCAB,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "max_position_embeddings": 64,
+            "rotary_pct": 0.5,
+        },
+    ),
+    "bloom": ("BloomConfig", {"vocab_size": VOCAB, "hidden_size": 32, "n_layer": 2, "n_head": 4}),
+    "mixtral": ("MixtralConfig", dict(_DENSE, num_local_experts=4, num_experts_per_tok=2)),
+    "qwen2_moe": (
+        "Qwen2MoeConfig",
+        dict(
+            _DENSE,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=16,
+            shared_expert_intermediate_size=32,
+            decoder_sparse_step=1,
+        ),
+    ),
+    "deepseek_v3": (
+        "DeepseekV3Config",
+        dict(
+            _DENSE,
+            num_key_value_heads=4,
+            moe_intermediate_size=16,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_shared_experts=1,
+            first_k_dense_replace=1,
+            n_group=2,
+            topk_group=1,
+            q_lora_rank=16,
+            kv_lora_rank=16,
+            qk_rope_head_dim=4,
+            qk_nope_head_dim=4,
+            v_head_dim=8,
+        ),
+    ),
+}
+
+
+def transformers_source(name: str) -> Path | None:
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))).parent / name
+    return path if path.is_file() else None
+
+
+def source_roots() -> list[str]:
+    """The truth files' source root: this transformers version (the bench finds its source)."""
+    import transformers
+
+    return [f"package:transformers=={transformers.__version__}"]
+
+
+def build_model(model: str, device: torch.device, dtype: torch.dtype = torch.bfloat16):
+    import transformers
+
+    config_name, options = MODELS[model]
+    config = getattr(transformers, config_name)(**options)
+    built = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return built.to(device).eval()
+
+
+def model_workload(model: str, kind: str) -> Workload:
+    """`forward`: 2 profiled calls on a (2, 6) prompt; `generate`: 1 call, 3 new tokens, greedy."""
+
+    def build(device: torch.device) -> Callable[[int], Any]:
+        net = build_model(model, device)
+        ids = torch.randint(1, VOCAB, (BATCH, PROMPT), device=device)
+        mask = torch.ones_like(ids)
+
+        def forward(step: int):
+            with torch.no_grad():
+                return net(input_ids=ids, attention_mask=mask).logits
+
+        def generate(step: int):
+            return net.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=3, do_sample=False, pad_token_id=0
+            )
+
+        return forward if kind == "forward" else generate
+
+    import transformers
+
+    return Workload(
+        name=f"{model}_{kind}",
+        build=build,
+        steps=2 if kind == "forward" else 1,
+        warmup=1,
+        about=f"transformers {transformers.__version__} {MODELS[model][0]} (tiny, random, bf16): "
+        + ("2 x forward of a (2, 6) prompt" if kind == "forward" else "generate(max_new_tokens=3), greedy"),
+        extra={
+            "family": "transformers",
+            "model": model,
+            "kind": kind,
+            "transformers": transformers.__version__,
+        },
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--models", help="comma-separated (default: all)")
+    parser.add_argument("--kinds", default="forward,generate")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    device = torch.device(args.device)
+    torch.set_num_threads(1)
+    out = args.out / torch_tag()
+    for model in pick(args.models, MODELS):
+        for kind in args.kinds.split(","):
+            workload = model_workload(model, kind)
+            rec = record(
+                workload,
+                out,
+                device=device,
+                source_roots=source_roots(),
+                find_source=transformers_source,
+            )
+            print_recording(rec)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

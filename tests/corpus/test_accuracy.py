@@ -1,0 +1,157 @@
+"""The truth corpus is well formed, and the accuracy bench runs on it (figures: bench/ACCURACY.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.corpus.scoring import BUCKETS, CORPUS, find_corpus, resolve_roots, score_trace, stale_sources
+from bench.corpus.zoo import SHAPES
+
+
+def corpus_traces(family: str | None = None):
+    return find_corpus(CORPUS, [family] if family else None)
+
+
+TRACES = corpus_traces()
+MAX_TRACE_BYTES = {"gpu": 600 * 1024}  # kernels and launches add to the Python frames
+DEFAULT_MAX_TRACE_BYTES = 400 * 1024
+ISSUE_SHAPES = {  # issue 13's failing shapes, each must be in the zoo
+    "if_else_one_arm",
+    "every_other_step",
+    "loop_trip_count_per_layer",
+    "to_keywords_non_blocking",
+    "type_method",
+    "unbound_to",
+    "partial_to",
+}
+
+
+def test_corpus_is_there() -> None:
+    families = {t.family for t in TRACES}
+    assert {"zoo", "transformers", "sglang"} <= families, families
+    models = {t.group for t in corpus_traces("transformers")}
+    assert len(models) >= 10, models
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda t: t.name)
+def test_trace_is_well_formed(trace) -> None:
+    document = trace.truth_document()
+    report = document["report"]
+    assert report["truth_time_share"] >= 0.95, "truth for < 95% of top-level op time"
+    assert report["dropped"] <= 0.01 * report["top_ops"], "runs A and B did different work"
+    assert report["duplicate_ext_ids"] == 0
+    assert report["unknown_files"] == [], "truth names files the trace's frames never name"
+    if report["callfrom_checked"]:  # ops under a child frame of their user frame (0 when all run in it)
+        assert report["callfrom_agreement"] >= 0.99, report["callfrom_disagreements"][:3]
+    assert trace.trace_path.stat().st_size <= MAX_TRACE_BYTES.get(trace.family, DEFAULT_MAX_TRACE_BYTES)
+    stale = stale_sources(document, resolve_roots(document["source_roots"]))
+    assert not stale, f"{stale} changed since the trace was recorded: recapture (see {CORPUS}/README.md)"
+
+
+@pytest.mark.parametrize("family", sorted({t.family for t in TRACES}))
+def test_recorder_agrees_with_call_from(family) -> None:
+    """Where A was recorded on torch >= 2.14, CallFrom checks the recorder (issue 13's independent truth)."""
+    reports = [t.truth_document()["report"] for t in corpus_traces(family)]
+    with_call_from = [r for r in reports if r["has_call_from"]]
+    if not with_call_from:
+        pytest.skip(f"no {family} trace from torch >= 2.14")
+    checked = sum(r["callfrom_checked"] for r in with_call_from)
+    agree = sum(r["callfrom_agree"] for r in with_call_from)
+    assert checked > 0 and agree / checked >= 0.99
+
+
+def test_zoo_has_every_shape_on_both_torch_versions() -> None:
+    assert len(SHAPES) >= 30
+    assert ISSUE_SHAPES <= set(SHAPES)
+    recorded = {(t.group, t.name.split("/")[1]) for t in corpus_traces("zoo")}
+    tags = {tag for _, tag in recorded}
+    assert {"torch2.13", "torch2.14"} <= tags, tags
+    missing = [(name, tag) for name in SHAPES for tag in sorted(tags) if (name, tag) not in recorded]
+    assert not missing
+
+
+def test_scores_are_consistent(zoo_scores) -> None:
+    for name, result in zoo_scores.items():
+        score = result.scores["stack"]
+        assert score.right_ns <= score.answered_ns <= score.truth_ns <= score.total_ns, name
+        assert score.truth_share >= 0.95, name  # rows whose outermost op has a truth
+        assert sum(b.answered_ns for b in score.buckets.values()) == score.answered_ns
+        assert all(w.confidence >= 0 for w in score.wrong)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "transformers/torch2.13/llama_forward",
+        "transformers/torch2.14/mixtral_forward",
+        "sglang/torch2.13/kv_pool",
+    ],
+)
+def test_real_model_traces_score(name: str) -> None:
+    """A fast subset of the real-model families: truth reaches the rows, the figures add up."""
+    trace = next((t for t in TRACES if t.name == name), None)
+    if trace is None:
+        pytest.skip(f"{name} is not in the corpus")
+    score = score_trace(trace, ("stack",)).scores["stack"]
+    assert score.truth_share >= 0.95
+    assert score.right_ns <= score.answered_ns <= score.truth_ns
+    assert score.coverage > 0.5
+
+
+def test_all_modes_on_a_callfrom_trace() -> None:
+    trace = next(t for t in corpus_traces("zoo") if t.name == "zoo/torch2.14/if_else_one_arm")
+    result = score_trace(trace)
+    assert set(result.scores) == {"stack", "callfrom", "nostack"}
+    assert result.scores["callfrom"].accuracy == 1.0  # every op here is under a builtin frame
+    nostack = result.scores["nostack"]
+    assert nostack.rank1_ns <= nostack.top3_ns <= nostack.truth_ns
+
+
+def test_bench_prints_and_writes_json(tmp_path: Path, capsys) -> None:
+    import runpy
+
+    out = tmp_path / "accuracy.json"
+    module = runpy.run_path(str(Path(__file__).resolve().parents[2] / "bench" / "accuracy.py"))
+    assert (
+        module["main"](
+            ["--families", "zoo", "--groups", "ternary,partial_to", "--by-group", "--json", str(out)]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "Join with stacks" in printed and "ternary" in printed
+    document = json.loads(out.read_text())
+    assert {"zoo/torch2.13", "zoo/torch2.14"} <= set(document["families"])
+    assert set(document["families"]["zoo/torch2.13"]["stack"]["buckets"]) == set(BUCKETS)
+
+
+def test_gpu_rows_find_their_op_through_the_launch(own_gpu_traces: Path) -> None:
+    """On a real H200 trace, each kernel's op found through its launch (correlation id, then time
+    containment: what the bench does) is the op its External id names."""
+    from bench.corpus.scoring import TruthLookup
+    from tracer.load import load_trace
+    from tracer.model.events import Cat
+
+    table = load_trace(own_gpu_traces / "glm5_gather_then_cast_stack.json.gz").events
+    lookup = TruthLookup(table, {})
+    op_by_ext = {table.ext_id[r]: r for r in range(len(table)) if table.cat[r] == Cat.CPU_OP}
+    kernels = [r for r in range(len(table)) if table.cat[r] == Cat.KERNEL and table.ext_id[r] in op_by_ext]
+    assert len(kernels) > 1000
+    assert all(lookup.innermost_op(r) == op_by_ext[table.ext_id[r]] for r in kernels)
+
+
+def test_source_roots_find_the_recorded_version(repo_root: Path) -> None:
+    """A truth file names its package version; the H200's transformers 5.17.0 is read from build/src."""
+    from bench.corpus.scoring import resolve_roots
+
+    unpacked = repo_root / "build" / "src" / "transformers-5.17.0"
+    if not unpacked.is_dir():
+        pytest.skip("build/src/transformers-5.17.0 is made by `make setup`")
+    import transformers
+
+    if transformers.__version__ != "5.17.0":
+        assert resolve_roots(["package:transformers==5.17.0"]) == [unpacked]
+    assert resolve_roots(["repo:"]) == [repo_root]
