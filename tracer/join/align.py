@@ -26,6 +26,7 @@ from tracer.join.tokens import Token
 INF = float("inf")
 END_EARLY = 3.0  # a run that stops before its function's end (an exception, the profiler stopping)
 EXACT_MARGIN = 1.0  # the next line would need at least this much more surprise: exact
+TIE_MARGIN = 0.25  # closer than this is no evidence (what a scalar operator or a view costs): a tie
 GOOD_MARGIN = 0.5
 MAX_WORK = 4_000_000  # tokens x edges beyond which a run is not aligned (a huge driver loop)
 _TIE = 1e-9
@@ -228,7 +229,7 @@ class Alignment:
             return PointChoice(
                 None, 0.0, ("the run fits better with this call made by no line of the source",)
             )
-        tied = [q for value, q in ranked if value <= top + _TIE]
+        tied = [q for value, q in ranked if value <= top + TIE_MARGIN]
         runner_up = min([value for value, _ in ranked[len(tied) :]] + [left_out])
         margin = runner_up - top
         candidates = tuple(points[q] for _, q in ranked[:5])

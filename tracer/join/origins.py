@@ -390,7 +390,12 @@ class OriginBuilder:
         best = ranking.candidates[0]
         site = self.sites.by_id.get(best.site_id) if best.site_id else None
         origin = self._at_line(
-            base, best.file, best.line, site, ranking.confidence, ("a ranking, not a match:", *ranking.evidence)
+            base,
+            best.file,
+            best.line,
+            site,
+            ranking.confidence,
+            ("a ranking, not a match:", *ranking.evidence),
         )
         return replace(origin, candidates=tuple(c.location for c in ranking.candidates))
 

@@ -124,6 +124,7 @@ class CallPoint:
     aliases: tuple[str, ...] = ()  # other names the callee's frame may carry (import aliases)
     tensor_index: bool = False  # a subscript whose index may be a tensor (aten::index)
     scalar_like: bool = False  # an operator on what look like sizes or numbers: often no op at all
+    views: frozenset[str] | None = None  # VIEWS: the view ops its index spells (None: any)
     dtype: str | None = None  # a cast's literal target: "torch.bfloat16" (`.to(torch.bfloat16)`, `.half()`)
     device_only: bool = False  # `.to(device)`, `.cuda()`: a move that cannot change the dtype
 
@@ -167,6 +168,7 @@ class Scope:
     properties: frozenset[str] = frozenset()
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     local_names: frozenset[str] = frozenset()
+    scalar_names: frozenset[str] = frozenset()  # locals only ever holding Python numbers
 
 
 class _Builder:
@@ -191,6 +193,10 @@ class _Builder:
         self.n += 1
         return self.n - 1
 
+    def scalar(self, node: ast.AST) -> bool:
+        """Whether `node` is a Python number here (arithmetic on numbers runs no op)."""
+        return _is_scalar_expression(node, self.scope.scalar_names)
+
     def edge(self, u: int, v: int, cost: float = 0.0) -> None:
         self.eps.append((u, v, cost))
 
@@ -200,8 +206,8 @@ class _Builder:
         self.points.append(point)
         self.point_end.append(t)
         self.consume.append((s, t, index))
-        if point.kind in (VIEWS, CALL):
-            self.repeats.append((t, index))  # a subscript's views, a call's ops: the costs decide
+        if (point.kind == VIEWS and point.views is None) or point.kind == CALL:
+            self.repeats.append((t, index))  # a store's extra views, a call's ops: the costs decide
         self.edge(s, t, self.skip_cost(point))
         for handler_sources in self.raise_to:
             handler_sources.append(t)  # the call ran (its frame was recorded), then raised
@@ -261,7 +267,7 @@ class _Builder:
             self.to_exit.append(s)
             return None
         if isinstance(node, ast.If):
-            s = self.expr(node.test, s)
+            s = self.test(node.test, s)
             return self.join(self.block(node.body, s), self.block(node.orelse, s))
         if isinstance(node, (ast.For, ast.AsyncFor)):
             return self.for_loop(node, s)
@@ -280,7 +286,7 @@ class _Builder:
                 self.edge(s, self.loops[-1][0])
             return None
         if isinstance(node, ast.Assert):
-            return self.expr(node.test, s)  # the message runs only when it fails
+            return self.test(node.test, s)  # the message runs only when it fails
         if isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, ast.Subscript):
@@ -320,13 +326,11 @@ class _Builder:
             s = self.expr(target.value, s)
         s = self.expr(node.value, s)
         op = BINARY_OPS.get(type(node.op))
-        if op is not None:
-            s = self.point(
-                s,
-                CallPoint(
-                    node.lineno, node.col_offset, OPERATOR, op + "_", scalar_like=_is_numeric(node.value)
-                ),
+        if op is not None and not (self.scalar(target) and self.scalar(node.value)):
+            point = CallPoint(
+                node.lineno, node.col_offset, OPERATOR, op + "_", scalar_like=self.scalar(node.value)
             )
+            s = self.point(s, point)
         if isinstance(target, ast.Subscript):
             s = self.subscript(target, SETITEM, s)
         return s
@@ -351,7 +355,7 @@ class _Builder:
     def while_loop(self, node: ast.While, s: int) -> int | None:
         head, after = self.state(), self.state()
         self.edge(s, head)
-        tested = self.expr(node.test, head)
+        tested = self.test(node.test, head)
         loop_exit = self.state()
         self.edge(tested, loop_exit)
         self.loops.append((head, after))
@@ -440,14 +444,14 @@ class _Builder:
         if isinstance(node, ast.BinOp):
             s = self.expr(node.right, self.expr(node.left, s))
             op = BINARY_OPS.get(type(node.op))
-            if op is None or (_is_numeric(node.left) and _is_numeric(node.right)):
+            if op is None or (self.scalar(node.left) and self.scalar(node.right)):
                 return s
             scalar = _is_shape_math(node.left) or _is_shape_math(node.right)
             return self.point(s, CallPoint(node.lineno, node.col_offset, OPERATOR, op, scalar_like=scalar))
         if isinstance(node, ast.UnaryOp):
             s = self.expr(node.operand, s)
             op = UNARY_OPS.get(type(node.op))
-            if op is None or _is_numeric(node.operand):
+            if op is None or self.scalar(node.operand):
                 return s
             return self.point(
                 s,
@@ -461,7 +465,7 @@ class _Builder:
             for op, right in zip(node.ops, node.comparators):
                 s = self.expr(right, s)
                 name = COMPARE_OPS.get(type(op))
-                if name is not None and not (_is_numeric(right) and _is_numeric(node.left)):
+                if name is not None and not (self.scalar(right) and self.scalar(node.left)):
                     scalar = _is_shape_math(node.left) or _is_shape_math(right) or _is_none(right)
                     s = self.point(
                         s, CallPoint(node.lineno, node.col_offset, OPERATOR, name, scalar_like=scalar)
@@ -476,7 +480,7 @@ class _Builder:
                 ends.append(s)
             return self.join(*ends)
         if isinstance(node, ast.IfExp):
-            s = self.expr(node.test, s)
+            s = self.test(node.test, s)
             return self.join(self.expr(node.body, s), self.expr(node.orelse, s))
         if isinstance(node, ast.Subscript):
             s = self.expr(node.slice, self.expr(node.value, s))
@@ -568,9 +572,17 @@ class _Builder:
     def subscript(self, node: ast.Subscript, kind: str, s: int) -> int:
         """``x[i]`` (load or store): the views it takes on the way, then the load or the store."""
         name = "__getitem__" if kind == GETITEM else "__setitem__"
-        s = self.point(s, CallPoint(node.lineno, node.col_offset, VIEWS, name))
+        for views in _view_ops(node.slice, self.scope.scalar_names):  # one view per index element
+            s = self.point(s, CallPoint(node.lineno, node.col_offset, VIEWS, name, views=views))
+        if kind == SETITEM:  # what a store does on the way (lift a scalar, expand, ...): any of them
+            s = self.point(s, CallPoint(node.lineno, node.col_offset, VIEWS, name))
         point = CallPoint(node.lineno, node.col_offset, kind, name, tensor_index=_is_tensor_index(node.slice))
         return self.point(s, point)
+
+    def test(self, node: ast.AST, s: int) -> int:
+        """A condition: its calls, then its truth value (``if t:`` on a tensor reads it: is_nonzero)."""
+        s = self.expr(node, s)
+        return self.point(s, CallPoint(node.lineno, node.col_offset, VIEWS, "__bool__", views=_TRUTH_OPS))
 
 
 # -- the programs of a module -------------------------------------------------------------------------
@@ -604,7 +616,9 @@ class ModulePrograms:
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     methods, properties = _class_names(class_node) if class_node is not None else ((), ())
                     local_names = outer | _local_names(child)
-                    scope = Scope(frozenset(methods), frozenset(properties), aliases, local_names)
+                    scope = Scope(
+                        frozenset(methods), frozenset(properties), aliases, local_names, _scalar_names(child)
+                    )
                     for line in {child.lineno, *(d.lineno for d in child.decorator_list[:1])}:
                         self._add(line, child.name, child, scope)
                     if class_node is not None:
@@ -814,6 +828,143 @@ def _is_shape_math(node: ast.AST) -> bool:
             if name in _SIZE_CALLS:
                 return True
     return False
+
+
+_NUMBER_BUILTINS = frozenset({"len", "int", "float", "round", "abs", "bool", "hash", "ord"})
+_NUMBER_METHODS = frozenset({"size", "dim", "numel", "item", "ndimension", "element_size", "nelement"})
+_INT_ATTRIBUTES = frozenset({"ndim", "itemsize", "is_cuda", "training"})
+
+
+def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> bool:
+    """A Python number: a literal, a name only ever bound to numbers, sizes and lengths, and
+    arithmetic, comparisons and conditionals of those."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float, complex, bool)) or node.value is None
+    if isinstance(node, ast.Name):
+        return node.id in scalars
+    if isinstance(node, ast.UnaryOp):
+        return _is_scalar_expression(node.operand, scalars)
+    if isinstance(node, ast.BinOp):
+        return _is_scalar_expression(node.left, scalars) and _is_scalar_expression(node.right, scalars)
+    if isinstance(node, ast.IfExp):
+        return _is_scalar_expression(node.body, scalars) and _is_scalar_expression(node.orelse, scalars)
+    if isinstance(node, ast.Attribute):
+        return node.attr in _INT_ATTRIBUTES
+    if isinstance(node, ast.Subscript):
+        return _is_size_value(node.value)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name):
+            if func.id in _NUMBER_BUILTINS:
+                return True
+            if func.id in ("min", "max"):
+                return all(_is_scalar_expression(a, scalars) for a in node.args)
+            return False
+        if isinstance(func, ast.Attribute) and func.attr in _NUMBER_METHODS:
+            return True
+        return (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "math"
+        )
+    return False
+
+
+def _scalar_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The function's locals that only ever hold Python numbers (flow-insensitive, to a fixpoint):
+    every binding is a number, a size or arithmetic of such; a ``range`` loop's variable."""
+    bindings: dict[str, list[ast.AST | None]] = {}  # None: a binding of unknown kind
+
+    def bind(target: ast.AST, value: ast.AST | None) -> None:
+        if isinstance(target, ast.Name):
+            bindings.setdefault(target.id, []).append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+            if values is not None and len(values) == len(target.elts):
+                for element, part in zip(target.elts, values):
+                    bind(element, part)
+            else:
+                for element in target.elts:
+                    bind(element, None)
+        elif isinstance(target, ast.Starred):
+            bind(target.value, None)
+
+    for child in _own_nodes(node):
+        if isinstance(child, ast.Assign):
+            for target in child.targets:
+                bind(target, child.value)
+        elif isinstance(child, ast.AnnAssign) and child.value is not None:
+            bind(child.target, child.value)
+        elif isinstance(child, ast.AugAssign):
+            bind(child.target, ast.BinOp(child.target, child.op, child.value))
+        elif isinstance(child, (ast.For, ast.AsyncFor)):
+            iterator = child.iter
+            is_range = isinstance(iterator, ast.Call) and isinstance(iterator.func, ast.Name)
+            if is_range and iterator.func.id == "range":
+                bind(child.target, ast.Constant(0))
+            elif is_range and iterator.func.id == "enumerate" and isinstance(child.target, ast.Tuple):
+                bind(child.target.elts[0], ast.Constant(0))
+                for element in child.target.elts[1:]:
+                    bind(element, None)
+            else:
+                bind(child.target, None)
+        elif isinstance(child, ast.NamedExpr):
+            bind(child.target, child.value)
+        elif isinstance(child, (ast.With, ast.AsyncWith)):
+            for item in child.items:
+                if item.optional_vars is not None:
+                    bind(item.optional_vars, None)
+        elif isinstance(child, ast.comprehension):
+            bind(child.target, None)
+    arguments = node.args
+    for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+        bindings.setdefault(argument.arg, []).append(None)
+    # The greatest fixpoint: `start = 0 ... start = end; end = start + 1` are numbers together.
+    scalars = {name for name, values in bindings.items() if all(v is not None for v in values)}
+    changed = True
+    while changed:
+        changed = False
+        for name in list(scalars):
+            if not all(_is_scalar_expression(v, scalars) for v in bindings[name]):
+                scalars.discard(name)
+                changed = True
+    return frozenset(scalars)
+
+
+def _own_nodes(node: ast.AST):
+    """The nodes of a function's body, not those of functions or classes nested in it."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        yield child
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(child))
+
+
+_TRUTH_OPS = frozenset({"aten::is_nonzero", "aten::item", "aten::_local_scalar_dense"})
+_ITEM_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+
+
+def _view_ops(index: ast.AST, scalars: frozenset[str]) -> list[frozenset[str]]:
+    """The view op each index element may run, in order: a bounded slice slices (reading a
+    tensor bound first), a number selects, None unsqueezes, ``...`` and ``:`` run none; anything
+    else may select, read a 0-d tensor (item) or gather (the load's own point)."""
+    views = []
+    for element in index.elts if isinstance(index, ast.Tuple) else (index,):
+        if isinstance(element, ast.Slice):
+            bounds = [b for b in (element.lower, element.upper, element.step) if b is not None]
+            for bound in bounds:  # a 0-d tensor bound is read first; an attribute is taken for a size
+                if not (_is_scalar_expression(bound, scalars) or isinstance(bound, ast.Attribute)):
+                    views.append(_ITEM_OPS)
+            if bounds:
+                views.append(frozenset({"aten::slice"}))
+        elif isinstance(element, ast.Constant) and element.value is None:
+            views.append(frozenset({"aten::unsqueeze"}))
+        elif isinstance(element, ast.Constant) and element.value is Ellipsis:
+            continue
+        elif _is_scalar_expression(element, scalars):
+            views.append(frozenset({"aten::select"}))
+        else:
+            views.append(frozenset({"aten::select", "aten::unsqueeze", "aten::alias"}) | _ITEM_OPS)
+    return views or [frozenset({"aten::alias"})]
 
 
 def _is_size_value(node: ast.AST) -> bool:

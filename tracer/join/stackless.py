@@ -15,7 +15,6 @@ risk as the last tie-break. The answer is always a ranking, said so, with a conf
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,11 @@ from typing import TYPE_CHECKING
 
 from tracer.join.align import Alignment
 from tracer.join.program import (
+    BY_LOCAL,
+    BY_SELF_METHOD,
+    BY_SUBSCRIPT,
     BY_TYPE,
+    OPAQUE,
     CALL,
     GETITEM,
     ITER,
@@ -37,7 +40,7 @@ from tracer.join.program import (
     Program,
 )
 from tracer.join.sites import SiteIndex
-from tracer.join.source_lines import MAX_SOURCE_BYTES, SourceLines, read_source_text
+from tracer.join.source_lines import SourceLines, read_source_text
 from tracer.join.tokens import GETITEM_OPS, OP, QUIET_OPS, SETITEM_OPS, Token, token_of
 from tracer.model.events import NONE, Cat
 
@@ -53,7 +56,9 @@ MAX_CANDIDATES = 5
 RANKING_CONFIDENCE = 0.45  # the most a ranking claims: never read as a match
 
 # Methods whose op is not named after them.
-CAST_METHODS = frozenset({"to", "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "type"})
+CAST_METHODS = frozenset(
+    {"to", "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "type"}
+)
 CALL_OPS: dict[str, tuple[str, ...]] = {
     **{m: ("aten::to",) for m in CAST_METHODS},
     "cuda": ("aten::to",),
@@ -267,7 +272,25 @@ class _SourceFile:
     spelled: frozenset[str]  # the names it calls (``to``, ``cat``) and the operators it uses (``*``)
     programs: ModulePrograms | None = None
     functions: list[Program] = field(default_factory=list)
-    function_ops: list[frozenset[str]] = field(default_factory=list)  # the ops each function predicts
+
+
+@dataclass(frozen=True)
+class _Expanded:
+    """A function's program with the helpers it calls spliced in where it calls them (as an
+    alternative to the call's own block), so that the ops before and after a helper's run are
+    judged by its caller: each point keeps the file and function it is written in."""
+
+    program: Program
+    files: tuple[str, ...]
+    functions: tuple[str, ...]
+    ops: frozenset[str]  # every op the points predict
+
+
+INLINE_DEPTH = 2  # helpers of helpers
+MAX_INLINED_POINTS = 600
+_GENERIC_NAMES = frozenset(
+    {"forward", "__init__", "__call__", "apply", "update", "get", "run", "main", "step"}
+)
 
 
 class StacklessRanker:
@@ -278,6 +301,9 @@ class StacklessRanker:
         self.source = source
         self._files: list[_SourceFile] | None = None
         self._rankings: dict[tuple, Ranking] = {}
+        self._expanded: dict[int, _Expanded] = {}
+        self._parsed: list[_SourceFile] = []  # the files parsed so far (helpers resolve among them)
+        self._document_frequency: dict[frozenset[str], int] = {}
 
     def rank(
         self,
@@ -301,26 +327,28 @@ class StacklessRanker:
         wanted = {t.name for t in tokens if not t.noise}
         functions = []
         for source_file in files:
-            for program, ops in zip(source_file.functions, source_file.function_ops):
-                overlap = len(wanted & ops)
-                functions.append((-(overlap + 2 * (hot_op in ops)), source_file, program))
-        functions.sort(key=lambda item: (item[0], item[1].name, item[2].def_line))
+            for program in source_file.functions:
+                expanded = self._expand(source_file, program)
+                overlap = len(wanted & expanded.ops)
+                functions.append((-(overlap + 2 * (hot_op in expanded.ops)), source_file.name, expanded))
+        functions.sort(key=lambda item: (item[0], item[1], item[2].program.def_line))
         words = _range_words(ranges)
         scored: dict[tuple[str, int], Candidate] = {}
-        for _, source_file, program in functions[:MAX_FUNCTIONS]:
-            alignment = Alignment(program, tokens, STACKLESS, local=True, focus=hot)
+        for _, _, expanded in functions[:MAX_FUNCTIONS]:
+            alignment = Alignment(expanded.program, tokens, STACKLESS, local=True, focus=hot)
             best, _ = alignment.scores(hot)
             for p, cost in best.items():
-                point = program.points[p]
                 if cost >= 0:
                     continue  # it fits no better than leaving the function out
-                candidate = self._judge(source_file, program, point, cost, words, target_dtype)
+                candidate = self._judge(expanded, p, cost, words, target_dtype)
                 key = (candidate.file, candidate.line)
                 if key not in scored or candidate.score < scored[key].score:
                     scored[key] = candidate
         ranked = sorted(scored.values(), key=lambda c: (c.score, c.file, c.line))[:MAX_CANDIDATES]
         if not ranked:
-            return Ranking((), 0.0, (f"no function under the source roots fits the ops around this {hot_op}",))
+            return Ranking(
+                (), 0.0, (f"no function under the source roots fits the ops around this {hot_op}",)
+            )
         margin = (ranked[1].score - ranked[0].score) if len(ranked) > 1 else 2.0
         confidence = RANKING_CONFIDENCE if margin >= 2.0 else 0.35 if margin >= 1.0 else 0.25
         evidence = (
@@ -330,10 +358,12 @@ class StacklessRanker:
         )
         return Ranking(tuple(ranked), confidence, evidence)
 
-    def _judge(self, source_file, program, point, cost, words, target_dtype) -> Candidate:
+    def _judge(self, expanded: _Expanded, p: int, cost: float, words, target_dtype) -> Candidate:
+        point = expanded.program.points[p]
+        file, function = expanded.files[p], expanded.functions[p]
         reasons_for, reasons_against = [], []
-        fitted = -cost
-        reasons_for.append(f"the ops around it fit `{program.name}` (score {fitted:.1f})")
+        via = f" (called from `{expanded.program.name}`)" if function != expanded.program.name else ""
+        reasons_for.append(f"the ops around it fit `{function}`{via} (score {-cost:.1f})")
         score = cost
         if point.dtype is not None and target_dtype is not None:
             if point.dtype == target_dtype:
@@ -342,39 +372,112 @@ class StacklessRanker:
             else:
                 score += DTYPE_AGAINST
                 reasons_against.append(f"casts to {point.dtype}, the op to {target_dtype}")
-        qualified = _qualified(source_file, program)
-        if words & {program.name, qualified, qualified.rsplit(".", 1)[0]}:
+        if words & {function, function.rsplit(".", 1)[-1], *function.split(".")}:
             score += RANGE_FOR
             reasons_for.append("a range around the op names its function")
-        site = next(
-            (s for s in self.sites.in_file(source_file.name) if s.line == point.line and s.col == point.col), None
-        ) or next((s for s in self.sites.in_file(source_file.name) if s.line == point.line), None)
+        in_file = self.sites.in_file(file)
+        site = next((s for s in in_file if s.line == point.line and s.col == point.col), None) or next(
+            (s for s in in_file if s.line == point.line), None
+        )
         if site is not None:
             score -= site.risk / 1000.0  # the scanner's estimate of hotness: a tie-break
         return Candidate(
-            source_file.name,
+            file,
             point.line,
             round(score, 4),
-            program.name,
+            function,
             site.id if site is not None else None,
             (site.rule or None) if site is not None else None,
             tuple(reasons_for),
             tuple(reasons_against),
         )
 
+    # -- helpers spliced into their callers -----------------------------------------------------------
+    def _expand(
+        self, source_file: _SourceFile, program: Program, depth: int = INLINE_DEPTH, stack=()
+    ) -> _Expanded:
+        key = id(program)
+        if depth == INLINE_DEPTH and key in self._expanded:
+            return self._expanded[key]
+        qualified = _qualified(source_file, program)
+        points = list(program.points)
+        files = [source_file.name] * len(points)
+        functions = [qualified] * len(points)
+        eps, consume, repeats = list(program.eps), list(program.consume), list(program.repeats)
+        n = program.n_states
+        if depth > 0:
+            for u, v, p in program.consume:
+                callee = self._resolve(program.points[p], source_file, program, (*stack, key))
+                if callee is None:
+                    continue
+                inner = self._expand(callee[0], callee[1], depth - 1, (*stack, key))
+                if len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
+                    continue
+                sub, shift, state_shift = inner.program, len(points), n
+                points.extend(sub.points)
+                files.extend(inner.files)
+                functions.extend(inner.functions)
+                eps.extend((a + state_shift, b + state_shift, c) for a, b, c in sub.eps)
+                consume.extend((a + state_shift, b + state_shift, q + shift) for a, b, q in sub.consume)
+                repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
+                eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
+                eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
+                n += sub.n_states
+        combined = Program(
+            name=qualified,
+            def_line=program.def_line,
+            points=tuple(points),
+            n_states=n,
+            entry=program.entry,
+            exit=program.exit,
+            eps=tuple(eps),
+            consume=tuple(consume),
+            repeats=tuple(repeats),
+        )
+        ops = frozenset(op for point in points for op in predicted_ops(point))
+        expanded = _Expanded(combined, tuple(files), tuple(functions), ops)
+        if depth == INLINE_DEPTH:
+            self._expanded[key] = expanded
+        return expanded
+
+    def _resolve(self, point: CallPoint, source_file: _SourceFile, caller: Program, stack) -> tuple | None:
+        """The helper a call runs, when its name says which: a method of the caller's class, or the
+        only function of that name in the files parsed; None for modules and ambiguous names."""
+        if point.kind != CALL or point.callee in (BY_TYPE, OPAQUE, BY_LOCAL, BY_SUBSCRIPT):
+            return None
+        found = []
+        if point.callee == BY_SELF_METHOD and source_file.programs is not None:
+            owner = source_file.programs.owner_of(caller)
+            found = [
+                (source_file, f)
+                for f in source_file.functions
+                if f.name == point.name and source_file.programs.owner_of(f) == owner
+            ]
+        elif point.name not in _GENERIC_NAMES:
+            found = [(sf, f) for sf in self._parsed for f in sf.functions if f.name == point.name]
+        if len(found) != 1 or id(found[0][1]) in stack:
+            return None
+        return found[0]
+
     # -- files --------------------------------------------------------------------------------------
     def _files_for(self, window: Sequence[str], hot_op: str) -> list[_SourceFile]:
-        """The files that spell most of the window's ops (the hot one counting most), parsed."""
-        groups = [_spellings(token_of(name, Cat.CPU_OP).name) for name in dict.fromkeys(window)]
-        groups = [set(group) for group in groups if group]
-        hot_spelling = set(_spellings(hot_op))
+        """The files that spell the window's ops, rare ones counting most (and the hot one most), parsed."""
+        import math
+
+        files = self._all_files()
+        groups = [frozenset(_spellings(token_of(name, Cat.CPU_OP).name)) for name in dict.fromkeys(window)]
+        hot_group = frozenset(_spellings(hot_op))
+        weights = {
+            group: math.log((1 + len(files)) / (1 + self._spelled_by(group))) for group in groups if group
+        }
         scored = []
-        for source_file in self._all_files():
+        for source_file in files:
             spelled = source_file.spelled
-            overlap = sum(1 for group in groups if not spelled.isdisjoint(group))
-            if overlap:
-                hot_here = not spelled.isdisjoint(hot_spelling)
-                scored.append((-(overlap + 3 * hot_here), source_file.name, source_file))
+            score = sum(weight for group, weight in weights.items() if not spelled.isdisjoint(group))
+            if score > 0:
+                if hot_group and not spelled.isdisjoint(hot_group):
+                    score += 2 * weights.get(hot_group, 0.0) + 1.0
+                scored.append((-score, source_file.name, source_file))
         scored.sort(key=lambda item: item[:2])
         picked = [item[2] for item in scored[:MAX_FILES]]
         for source_file in picked:
@@ -382,43 +485,29 @@ class StacklessRanker:
                 source_file.programs = _parse(source_file.text)
                 if source_file.programs is not None:
                     source_file.functions = source_file.programs.all_programs()
-                    source_file.function_ops = [
-                        frozenset(op for point in f.points for op in predicted_ops(point))
-                        for f in source_file.functions
-                    ]
+                    self._parsed.append(source_file)
         return [f for f in picked if f.programs is not None]
 
+    def _spelled_by(self, group: frozenset[str]) -> int:
+        """How many files spell any of `group` (an op's spellings)."""
+        found = self._document_frequency.get(group)
+        if found is None:
+            found = self._document_frequency[group] = sum(
+                1 for f in self._all_files() if not f.spelled.isdisjoint(group)
+            )
+        return found
+
     def _all_files(self) -> list[_SourceFile]:
+        """Every Python file under the source roots, named as the static scan names its sites."""
         if self._files is None:
+            from tracer.static.files import discover
+
             self._files = []
-            seen: set[Path] = set()
-            for root in self.source.roots:
-                for path in _python_files(root):
-                    real = path.resolve()
-                    if real in seen or not real.is_relative_to(root):
-                        continue  # a symlink out of the root, or a file met twice
-                    seen.add(real)
-                    text = read_source_text(path)
-                    if text is not None:
-                        name = path.relative_to(root.parent).as_posix()
-                        self._files.append(_SourceFile(path, name, text, _spelled(text)))
+            for found in discover(self.source.roots) if self.source.roots else ():
+                text = read_source_text(found.absolute)
+                if text is not None:
+                    self._files.append(_SourceFile(found.absolute, found.relative, text, _spelled(text)))
         return self._files
-
-
-def _python_files(root: Path):
-    if root.is_file():
-        yield root
-        return
-    for directory, subdirectories, names in os.walk(root):
-        subdirectories[:] = sorted(d for d in subdirectories if not d.startswith((".", "__pycache__")))
-        for name in sorted(names):
-            if name.endswith(".py"):
-                path = Path(directory, name)
-                try:
-                    if path.stat().st_size <= MAX_SOURCE_BYTES:
-                        yield path
-                except OSError:
-                    continue
 
 
 def _parse(text: str) -> ModulePrograms | None:

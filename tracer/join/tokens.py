@@ -198,7 +198,7 @@ def match_cost(point: CallPoint, token: Token) -> float | None:
         if kind == SETITEM:
             return FREE if name in SETITEM_OPS else None
         if kind == VIEWS:
-            return FREE if name in QUIET_OPS else None
+            return FREE if name in (point.views if point.views is not None else QUIET_OPS) else None
         if kind == ITER:
             return FREE if name == "aten::unbind" else None
         return None
@@ -241,8 +241,8 @@ def _call_cost(point: CallPoint, token: Token) -> float | None:
         if token.name in ("__init__", "__new__", "__post_init__", "__call__"):
             return ALIAS  # a class instantiated, a callable object called
         return WILDCARD  # a local callable, a decorator's wrapper, an alias made at run time
-    if kind == BUILTIN and callee in (OPAQUE, BY_LOCAL):
-        return WILDCARD  # getattr(x, "to")(...), fn = torch.cat; fn(...)
+    if kind == BUILTIN and callee in (OPAQUE, BY_LOCAL, BY_NAME, BY_SELF_ATTRIBUTE, BY_SUBSCRIPT):
+        return WILDCARD  # getattr(x, "to")(...), fn = torch.cat; fn(...), self.act = F.gelu; self.act(x)
     return None
 
 

@@ -21,8 +21,20 @@ PRESETS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 
+# Directories a walk never enters: VCS and tool caches, virtual environments and build outputs
+# (ruff's default excludes): copies of code, not the code.
 _SKIP_DIRS = {
     "__pycache__",
+    "build",
+    "_build",
+    "dist",
+    "venv",
+    "site-packages",
+    "__pypackages__",
+    ".eggs",
+    ".direnv",
+    ".pytest_cache",
+    ".ipynb_checkpoints",
     ".git",
     ".hg",
     ".svn",
