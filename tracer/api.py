@@ -30,7 +30,8 @@ def explain_trace(
     """Analyse the profiler trace at ``trace`` (a path, or a `Trace` already loaded by `load_trace`).
 
     ``sites``: a ``kerneltrace scan --json`` file or the sites themselves; without them, the files the
-    trace names are scanned under the ``source`` roots (exact lines for traces without CallFrom).
+    trace names are scanned under the ``source`` roots (exact lines for traces without CallFrom), or,
+    for a trace recorded without stacks, every file under them (a ranking of candidate lines).
     ``source`` also lets origins carry the text of their line. ``capture``: trace(s) of a profiled
     CUDA-graph capture, when the trace's graph replays were captured outside it. The other arguments
     go to `tracer.explain.analyse`. ``window``: analyse only that part of the trace (a time span
@@ -59,7 +60,7 @@ def attribute_trace(
 ) -> Attributions:
     """The join's answer for every GPU event of ``trace`` (what `annotate` writes back): sites (given,
     or scanned from ``source``) -> join -> CUDA-graph replays. ``trace``: a path or a loaded `Trace`."""
-    from tracer.join import attribute, sites_for_trace
+    from tracer.join import attribute, has_python_frames, sites_for_trace
     from tracer.join.graph_replay import attribute_replays
     from tracer.load import load_trace
 
@@ -81,8 +82,15 @@ def attribute_trace(
     elif sites is not None:
         site_list = list(sites)
     elif roots:
-        found = {s.id: s for t in (trace, *captures) for s in sites_for_trace(t, roots)}
-        site_list = list(found.values())
+        traces = (trace, *captures)
+        if any(has_python_frames(t) for t in traces):
+            found = {s.id: s for t in traces for s in sites_for_trace(t, roots)}
+            site_list = list(found.values())
+        else:
+            # No frames name the files: without stacks, every file under the roots is a candidate.
+            from tracer.static import scan
+
+            site_list = list(scan(roots).sites)
     else:
         site_list = None
     attributions = attribute(trace, site_list, source_roots=roots)

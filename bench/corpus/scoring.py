@@ -93,6 +93,24 @@ def resolve_roots(spec: Iterable[str]) -> list[Path]:
     return roots
 
 
+def source_dirs(document: dict[str, Any], roots: Sequence[Path]) -> list[Path]:
+    """What a user would pass as ``--source`` for this trace: the package the traced code is in
+    (``.../site-packages/transformers``), or the folder holding the traced files of the repository
+    (``bench/corpus/zoo``). Without frames, every file under ``--source`` is a candidate."""
+    found: list[Path] = []
+    for name in document.get("sources", {}):
+        parts = Path(name).parts
+        for root in roots:
+            if not (root / name).is_file():
+                continue
+            top = root / parts[0]
+            folder = top if (top / "__init__.py").is_file() else (root / name).parent
+            if folder not in found:
+                found.append(folder)
+            break
+    return found or list(roots)
+
+
 def _installed_root(name: str) -> Path | None:
     found = importlib.util.find_spec(name)
     if found is None or not found.submodule_search_locations:
@@ -418,7 +436,7 @@ def score_trace(
         with tempfile.TemporaryDirectory(dir=scratch) as tmp:
             bare = load_trace(strip_stacks(trace.trace_path, Path(tmp)))
         bare_sites = list(scan(files).sites) if files else []
-        result = attribute(bare, bare_sites, source_roots=roots, use_call_from=False)
+        result = attribute(bare, bare_sites, source_roots=source_dirs(document, roots), use_call_from=False)
         scores["nostack"] = score_attributions(result, truth, trace, ranked=True, rows=rows)
     if "stack" in scores and "callfrom" in scores:
         stack, callfrom = scores["stack"], scores["callfrom"]

@@ -27,7 +27,12 @@ from tracer.join.source_lines import SourceLines
 from tracer.model.events import Trace
 from tracer.model.site import Site
 
-__all__ = ["attribute", "sites_for_trace", "trace_source_files"]
+__all__ = ["attribute", "has_python_frames", "sites_for_trace", "trace_source_files"]
+
+
+def has_python_frames(trace: Trace) -> bool:
+    """Whether the trace was recorded with stacks (it holds python_function events)."""
+    return len(frame_names(trace.events).rows) > 0
 
 
 def trace_source_files(trace: Trace, source_roots: Sequence[str | Path]) -> list[Path]:

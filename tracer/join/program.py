@@ -588,88 +588,170 @@ class _Builder:
 # -- the programs of a module -------------------------------------------------------------------------
 
 
+@dataclass(eq=False)
+class _Entry:
+    """A function (or comprehension, lambda, module body) of a module, and what its scope needs."""
+
+    node: ast.AST
+    class_node: ast.ClassDef | None = None  # the class a method is defined in
+    parent: _Entry | None = None  # the function it is nested in (its locals are the closure's)
+
+
 class ModulePrograms:
     """The programs of every function, comprehension and lambda of one parsed module, built on demand.
 
     Keyed as the profiler names frames: (first line, name), where a decorated function's first
-    line is its first decorator's (Python >= 3.8) and also its ``def`` line.
+    line is its first decorator's (Python >= 3.8) and also its ``def`` line. Functions are found
+    by walking statements only; comprehensions and lambdas (frames of their own on Python 3.11)
+    by a walk of the expressions too, the first time one is asked for. Scopes (locals, numbers)
+    are worked out for the functions whose programs are built.
     """
 
     def __init__(self, tree: ast.Module, skip_cost) -> None:
+        self.tree = tree
         self.skip_cost = skip_cost
-        self._nodes: dict[tuple[int, str], list[tuple[ast.AST, Scope]]] = {}
+        self._nodes: dict[tuple[int, str], list[_Entry]] = {}
         self._built: dict[tuple[int, str], Program | None] = {}
         self._owners: dict[int, str] = {}  # id(function node) -> its class's name
-        self._index(tree)
+        self._scopes: dict[int, Scope] = {}
+        self._locals: dict[int, frozenset[str]] = {}
+        self._aliases: dict[str, tuple[str, ...]] | None = None
+        self._expressions_indexed = False
+        self._add(1, "<module>", _Entry(tree))
+        self._index(tree.body, None, None)
 
-    def _index(self, tree: ast.Module) -> None:
-        aliases = _import_aliases(tree)
-        module_scope = Scope(aliases=aliases)
-        self._add(1, "<module>", tree, module_scope)
+    def _index(
+        self, statements: Sequence[ast.stmt], class_node: ast.ClassDef | None, parent: _Entry | None
+    ) -> None:
+        for node in statements:
+            if isinstance(node, ast.ClassDef):
+                self._index(node.body, node, parent)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                entry = _Entry(node, class_node, parent)
+                for line in {node.lineno, *(d.lineno for d in node.decorator_list[:1])}:
+                    self._add(line, node.name, entry)
+                if class_node is not None:
+                    self._owners[id(node)] = class_node.name
+                self._index(node.body, None, entry)
+            else:
+                for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                    inner = getattr(node, field_name, None)
+                    if (
+                        isinstance(inner, list)
+                        and inner
+                        and isinstance(inner[0], (ast.stmt, ast.excepthandler, ast.match_case))
+                    ):
+                        for item in inner:
+                            if isinstance(item, (ast.excepthandler, ast.match_case)):
+                                self._index(item.body, class_node, parent)
+                        self._index([i for i in inner if isinstance(i, ast.stmt)], class_node, parent)
 
-        def visit(node: ast.AST, class_node: ast.ClassDef | None, outer: frozenset[str]) -> None:
-            # `outer`: names local to the functions around (a closure's variables hold any callable)
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.ClassDef):
-                    visit(child, child, outer)
-                    continue
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    methods, properties = _class_names(class_node) if class_node is not None else ((), ())
-                    local_names = outer | _local_names(child)
-                    scope = Scope(
-                        frozenset(methods), frozenset(properties), aliases, local_names, _scalar_names(child)
-                    )
-                    for line in {child.lineno, *(d.lineno for d in child.decorator_list[:1])}:
-                        self._add(line, child.name, child, scope)
-                    if class_node is not None:
-                        self._owners[id(child)] = class_node.name
-                    visit(child, None, local_names)
-                    continue
-                inner = Scope(aliases=aliases, local_names=outer)
-                frame = _COMPREHENSION_FRAMES.get(type(child))
-                if frame is not None:
-                    self._add(child.lineno, frame, child, inner)
-                elif isinstance(child, ast.Lambda):
-                    self._add(child.lineno, "<lambda>", child, inner)
-                visit(child, class_node, outer)
+    def _index_expressions(self) -> None:
+        """Comprehensions and lambdas, each with the innermost function around it as its parent."""
+        self._expressions_indexed = True
+        functions = [e for entries in list(self._nodes.values()) for e in entries[:1]]
+        for node in ast.walk(self.tree):
+            frame = _COMPREHENSION_FRAMES.get(type(node)) or (
+                "<lambda>" if isinstance(node, ast.Lambda) else None
+            )
+            if frame is None:
+                continue
+            around = [
+                e
+                for e in functions
+                if isinstance(e.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and e.node.lineno <= node.lineno <= (e.node.end_lineno or e.node.lineno)
+            ]
+            parent = max(around, key=lambda e: e.node.lineno, default=None)
+            self._add(node.lineno, frame, _Entry(node, None, parent))
 
-        visit(tree, None, frozenset())
+    def _add(self, line: int, name: str, entry: _Entry) -> None:
+        found = self._nodes.setdefault((line, name), [])
+        if entry not in found:
+            found.append(entry)
 
-    def _add(self, line: int, name: str, node: ast.AST, scope: Scope) -> None:
-        self._nodes.setdefault((line, name), []).append((node, scope))
+    def _scope(self, entry: _Entry) -> Scope:
+        found = self._scopes.get(id(entry.node))
+        if found is None:
+            if self._aliases is None:
+                self._aliases = _import_aliases(self.tree)
+            node = entry.node
+            methods, properties = _class_names(entry.class_node) if entry.class_node is not None else ((), ())
+            scalars = (
+                _scalar_names(node)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else frozenset()
+            )
+            found = Scope(
+                frozenset(methods), frozenset(properties), self._aliases, self._local_names(entry), scalars
+            )
+            self._scopes[id(node)] = found
+        return found
+
+    def _local_names(self, entry: _Entry | None) -> frozenset[str]:
+        """Its own locals and those of the functions around it (a closure's variables)."""
+        if entry is None or not isinstance(
+            entry.node,
+            (
+                ast.FunctionDef,
+                ast.AsyncFunctionDef,
+                ast.Lambda,
+                ast.ListComp,
+                ast.SetComp,
+                ast.DictComp,
+                ast.GeneratorExp,
+            ),
+        ):
+            return frozenset()
+        found = self._locals.get(id(entry.node))
+        if found is None:
+            own = (
+                _local_names(entry.node)
+                if isinstance(entry.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else frozenset()
+            )
+            found = self._locals[id(entry.node)] = own | self._local_names(entry.parent)
+        return found
 
     def program(self, line: int, name: str) -> Program | None:
         """The program of the frame named ``file(line): name``; None when none (or several) fit."""
         key = (line, name)
         if key not in self._built:
+            if name.startswith("<") and name != "<module>" and not self._expressions_indexed:
+                self._index_expressions()
             found = self._nodes.get(key, [])
-            self._built[key] = self._build(found[0][0], found[0][1], name, line) if len(found) == 1 else None
+            self._built[key] = self._build(found[0], name, line) if len(found) == 1 else None
         return self._built[key]
 
-    def all_programs(self) -> list[Program]:
-        """The program of every function and of the module body (one each, decorated or not)."""
-        programs, seen = [], set()
+    def functions(self) -> list[tuple[int, str, ast.AST]]:
+        """(def line, name, node) of every function, and (1, "<module>", tree) for the module body."""
+        found, seen = [], set()
         for (line, name), entries in self._nodes.items():
-            node = entries[0][0]
-            if id(node) in seen or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            node = entries[0].node
+            if len(entries) != 1 or id(node) in seen:
                 continue
-            seen.add(id(node))
-            if len(entries) == 1:
-                program = self.program(getattr(node, "lineno", line), name)
-                if program is not None:
-                    programs.append(program)
-        return programs
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and line == node.lineno:
+                seen.add(id(node))
+                found.append((line, name, node))
+            elif isinstance(node, ast.Module):
+                seen.add(id(node))
+                found.append((1, name, node))
+        return found
+
+    def owner_of_node(self, node: ast.AST) -> str | None:
+        """The class a function node is a method of."""
+        return self._owners.get(id(node))
 
     def owner_of(self, program: Program) -> str | None:
         """The class a function's program belongs to, if it is a method."""
         entries = self._nodes.get((program.def_line, program.name))
-        return self._owners.get(id(entries[0][0])) if entries else None
+        return self._owners.get(id(entries[0].node)) if entries else None
 
     def enclosing(self, line: int) -> tuple[int, str] | None:
         """The innermost function whose body holds `line` (for frames that name their executing line)."""
         best = None
         for (first, name), entries in self._nodes.items():
-            node = entries[0][0]
+            node = entries[0].node
             end = getattr(node, "end_lineno", None)
             if name == "<module>" or end is None or not first <= line <= end:
                 continue
@@ -677,8 +759,9 @@ class ModulePrograms:
                 best = (first, name)
         return best
 
-    def _build(self, node: ast.AST, scope: Scope, name: str, line: int) -> Program:
-        builder = _Builder(scope, self.skip_cost)
+    def _build(self, entry: _Entry, name: str, line: int) -> Program:
+        node = entry.node
+        builder = _Builder(self._scope(entry), self.skip_cost)
         entry = builder.state()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
             end = builder.block(node.body, entry)
@@ -887,7 +970,7 @@ def _scalar_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str
         elif isinstance(target, ast.Starred):
             bind(target.value, None)
 
-    for child in _own_nodes(node):
+    for child in own_nodes(node):
         if isinstance(child, ast.Assign):
             for target in child.targets:
                 bind(target, child.value)
@@ -929,7 +1012,7 @@ def _scalar_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str
     return frozenset(scalars)
 
 
-def _own_nodes(node: ast.AST):
+def own_nodes(node: ast.AST):
     """The nodes of a function's body, not those of functions or classes nested in it."""
     stack = list(ast.iter_child_nodes(node))
     while stack:
@@ -1018,11 +1101,20 @@ def _local_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]
 
 
 def _import_aliases(tree: ast.Module) -> dict[str, tuple[str, ...]]:
-    """``from m import a as b`` -> {"b": ("a",)}: the frame of a call of b is named a."""
+    """``from m import a as b`` -> {"b": ("a",)}: the frame of a call of b is named a (module-level
+    imports, also inside ``if``/``try`` at module level)."""
     aliases: dict[str, tuple[str, ...]] = {}
-    for node in ast.walk(tree):
+    statements = list(tree.body)
+    while statements:
+        node = statements.pop()
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 if alias.asname and alias.asname != alias.name:
                     aliases[alias.asname] = (*aliases.get(alias.asname, ()), alias.name)
+        elif isinstance(node, (ast.If, ast.Try)):
+            statements.extend(node.body)
+            statements.extend(node.orelse)
+            statements.extend(getattr(node, "finalbody", ()))
+            for handler in getattr(node, "handlers", ()):
+                statements.extend(handler.body)
     return aliases

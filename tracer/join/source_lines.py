@@ -63,7 +63,7 @@ class SourceLines:
         if ".." in path.parts:  # a trace is untrusted: its names never climb out of a source root
             return None
         if path.is_absolute():
-            if _is_file(path) and (not self.roots or any(path.is_relative_to(r) for r in self.roots)):
+            if _is_file(path) and (not self.roots or self._inside(path)):
                 return path
             parts = path.parts[1:]
         else:
@@ -73,12 +73,20 @@ class SourceLines:
         for start in range(len(parts)):
             tail = Path(*parts[start:])
             for root in self.roots:
-                candidate = root / tail
-                if _is_file(candidate):
-                    return candidate
-                if tail.parts[0] == root.name and _is_file(root.parent / tail):
-                    return root.parent / tail  # the root is the package the trace names: --source sglang/
+                for candidate in (root / tail, root.parent / tail if tail.parts[0] == root.name else None):
+                    # (the second: the root is the package the trace names, --source sglang/)
+                    if candidate is not None and _is_file(candidate) and self._inside(candidate):
+                        return candidate
         return None
+
+    def _inside(self, path: Path) -> bool:
+        """Whether `path`, symlinks resolved, lies under a source root: a link inside a root that
+        points elsewhere is not followed (a trace is untrusted, and so is the tree it names)."""
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError):
+            return False
+        return any(real.is_relative_to(root) for root in self.roots)
 
     def line(self, file: str, line: int) -> str | None:
         """The stripped text of `line` (1-based) of `file`, or None when the file is not found."""

@@ -271,7 +271,23 @@ class _SourceFile:
     text: str
     spelled: frozenset[str]  # the names it calls (``to``, ``cat``) and the operators it uses (``*``)
     programs: ModulePrograms | None = None
-    functions: list[Program] = field(default_factory=list)
+    functions: list[_Function] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Function:
+    """A function of a parsed file, sketched without building its program: the ops its calls and
+    operators name (`bag`) and the helpers it calls by name, for picking what to align."""
+
+    file: _SourceFile
+    line: int  # as the profiler keys it (the def line)
+    name: str
+    owner: str | None  # its class
+    bag: frozenset[str]
+    calls: tuple[tuple[str, bool], ...]  # (name, called on self)
+
+    def program(self) -> Program | None:
+        return self.file.programs.program(self.line, self.name) if self.file.programs is not None else None
 
 
 @dataclass(frozen=True)
@@ -301,9 +317,11 @@ class StacklessRanker:
         self.source = source
         self._files: list[_SourceFile] | None = None
         self._rankings: dict[tuple, Ranking] = {}
-        self._expanded: dict[int, _Expanded] = {}
-        self._parsed: list[_SourceFile] = []  # the files parsed so far (helpers resolve among them)
-        self._document_frequency: dict[frozenset[str], int] = {}
+        self._expanded: dict[int, _Expanded | None] = {}
+        self._bags: dict[int, frozenset[str]] = {}
+        self._by_name: dict[str, list[_Function]] = {}  # the functions parsed so far, by name (helpers)
+        self._index: dict[str, list[int]] | None = None  # spelled name -> files spelling it
+        self._holders: dict[frozenset[str], frozenset[int]] = {}
 
     def rank(
         self,
@@ -327,14 +345,20 @@ class StacklessRanker:
         wanted = {t.name for t in tokens if not t.noise}
         functions = []
         for source_file in files:
-            for program in source_file.functions:
-                expanded = self._expand(source_file, program)
-                overlap = len(wanted & expanded.ops)
-                functions.append((-(overlap + 2 * (hot_op in expanded.ops)), source_file.name, expanded))
-        functions.sort(key=lambda item: (item[0], item[1], item[2].program.def_line))
+            for function in source_file.functions:
+                bag = self._bag(function)
+                if hot_op in bag or function.calls:
+                    overlap = len(wanted & bag)
+                    functions.append(
+                        (-(overlap + 2 * (hot_op in bag)), source_file.name, function.line, function)
+                    )
+        functions.sort(key=lambda item: item[:3])
         words = _range_words(ranges)
         scored: dict[tuple[str, int], Candidate] = {}
-        for _, _, expanded in functions[:MAX_FUNCTIONS]:
+        for *_, function in functions[:MAX_FUNCTIONS]:
+            expanded = self._expand(function)
+            if expanded is None:
+                continue
             alignment = Alignment(expanded.program, tokens, STACKLESS, local=True, focus=hot)
             best, _ = alignment.scores(hot)
             for p, cost in best.items():
@@ -393,25 +417,45 @@ class StacklessRanker:
         )
 
     # -- helpers spliced into their callers -----------------------------------------------------------
-    def _expand(
-        self, source_file: _SourceFile, program: Program, depth: int = INLINE_DEPTH, stack=()
-    ) -> _Expanded:
-        key = id(program)
-        if depth == INLINE_DEPTH and key in self._expanded:
-            return self._expanded[key]
-        qualified = _qualified(source_file, program)
+    def _bag(self, function: _Function, depth: int = INLINE_DEPTH, stack: tuple = ()) -> frozenset[str]:
+        """The ops a function and the helpers it calls (to `depth`) name."""
+        if depth == INLINE_DEPTH and id(function) in self._bags:
+            return self._bags[id(function)]
+        bag = set(function.bag)
+        if depth > 0:
+            for name, on_self in function.calls:
+                callee = self._resolve(name, on_self, function, (*stack, id(function)))
+                if callee is not None:
+                    bag |= self._bag(callee, depth - 1, (*stack, id(function)))
+        found = frozenset(bag)
+        if depth == INLINE_DEPTH:
+            self._bags[id(function)] = found
+        return found
+
+    def _expand(self, function: _Function, depth: int = INLINE_DEPTH, stack: tuple = ()) -> _Expanded | None:
+        if depth == INLINE_DEPTH and id(function) in self._expanded:
+            return self._expanded[id(function)]
+        program = function.program()
+        if program is None:
+            return None
+        qualified = f"{function.owner}.{function.name}" if function.owner else function.name
         points = list(program.points)
-        files = [source_file.name] * len(points)
+        files = [function.file.name] * len(points)
         functions = [qualified] * len(points)
         eps, consume, repeats = list(program.eps), list(program.consume), list(program.repeats)
         n = program.n_states
         if depth > 0:
             for u, v, p in program.consume:
-                callee = self._resolve(program.points[p], source_file, program, (*stack, key))
-                if callee is None:
+                point = program.points[p]
+                if point.kind != CALL or point.callee in (BY_TYPE, OPAQUE, BY_LOCAL, BY_SUBSCRIPT):
                     continue
-                inner = self._expand(callee[0], callee[1], depth - 1, (*stack, key))
-                if len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
+                callee = self._resolve(
+                    point.name, point.callee == BY_SELF_METHOD, function, (*stack, id(function))
+                )
+                inner = (
+                    self._expand(callee, depth - 1, (*stack, id(function))) if callee is not None else None
+                )
+                if inner is None or len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
                     continue
                 sub, shift, state_shift = inner.program, len(points), n
                 points.extend(sub.points)
@@ -437,25 +481,21 @@ class StacklessRanker:
         ops = frozenset(op for point in points for op in predicted_ops(point))
         expanded = _Expanded(combined, tuple(files), tuple(functions), ops)
         if depth == INLINE_DEPTH:
-            self._expanded[key] = expanded
+            self._expanded[id(function)] = expanded
         return expanded
 
-    def _resolve(self, point: CallPoint, source_file: _SourceFile, caller: Program, stack) -> tuple | None:
+    def _resolve(self, name: str, on_self: bool, caller: _Function, stack: tuple) -> _Function | None:
         """The helper a call runs, when its name says which: a method of the caller's class, or the
         only function of that name in the files parsed; None for modules and ambiguous names."""
-        if point.kind != CALL or point.callee in (BY_TYPE, OPAQUE, BY_LOCAL, BY_SUBSCRIPT):
-            return None
-        found = []
-        if point.callee == BY_SELF_METHOD and source_file.programs is not None:
-            owner = source_file.programs.owner_of(caller)
+        if on_self:
             found = [
-                (source_file, f)
-                for f in source_file.functions
-                if f.name == point.name and source_file.programs.owner_of(f) == owner
+                f for f in caller.file.functions if f.name == name and f.owner == caller.owner and f.owner
             ]
-        elif point.name not in _GENERIC_NAMES:
-            found = [(sf, f) for sf in self._parsed for f in sf.functions if f.name == point.name]
-        if len(found) != 1 or id(found[0][1]) in stack:
+        elif name not in _GENERIC_NAMES:
+            found = self._by_name.get(name, [])
+        else:
+            found = []
+        if len(found) != 1 or id(found[0]) in stack:
             return None
         return found[0]
 
@@ -465,36 +505,38 @@ class StacklessRanker:
         import math
 
         files = self._all_files()
-        groups = [frozenset(_spellings(token_of(name, Cat.CPU_OP).name)) for name in dict.fromkeys(window)]
+        groups = {frozenset(_spellings(token_of(name, Cat.CPU_OP).name)) for name in window}
+        groups.discard(frozenset())
         hot_group = frozenset(_spellings(hot_op))
-        weights = {
-            group: math.log((1 + len(files)) / (1 + self._spelled_by(group))) for group in groups if group
-        }
-        scored = []
-        for source_file in files:
-            spelled = source_file.spelled
-            score = sum(weight for group, weight in weights.items() if not spelled.isdisjoint(group))
-            if score > 0:
-                if hot_group and not spelled.isdisjoint(hot_group):
-                    score += 2 * weights.get(hot_group, 0.0) + 1.0
-                scored.append((-score, source_file.name, source_file))
-        scored.sort(key=lambda item: item[:2])
-        picked = [item[2] for item in scored[:MAX_FILES]]
+        scores: dict[int, float] = {}
+        for group in groups:
+            holders = self._spelled_by(group)
+            weight = math.log((1 + len(files)) / (1 + len(holders)))
+            if group == hot_group:
+                weight = 3 * weight + 1.0
+            for index in holders:
+                scores[index] = scores.get(index, 0.0) + weight
+        ranked = sorted(scores.items(), key=lambda item: (-item[1], files[item[0]].name))
+        picked = [files[index] for index, score in ranked[:MAX_FILES] if score > 0]
         for source_file in picked:
             if source_file.programs is None:
                 source_file.programs = _parse(source_file.text)
                 if source_file.programs is not None:
-                    source_file.functions = source_file.programs.all_programs()
-                    self._parsed.append(source_file)
+                    source_file.functions = _sketches(source_file)
+                    for function in source_file.functions:
+                        self._by_name.setdefault(function.name, []).append(function)
         return [f for f in picked if f.programs is not None]
 
-    def _spelled_by(self, group: frozenset[str]) -> int:
-        """How many files spell any of `group` (an op's spellings)."""
-        found = self._document_frequency.get(group)
+    def _spelled_by(self, group: frozenset[str]) -> frozenset[int]:
+        """The files (indexes into `_all_files`) that spell any of `group` (an op's spellings)."""
+        found = self._holders.get(group)
         if found is None:
-            found = self._document_frequency[group] = sum(
-                1 for f in self._all_files() if not f.spelled.isdisjoint(group)
-            )
+            if self._index is None:
+                self._index = {}
+                for i, source_file in enumerate(self._all_files()):
+                    for name in source_file.spelled:
+                        self._index.setdefault(name, []).append(i)
+            found = self._holders[group] = frozenset(i for name in group for i in self._index.get(name, ()))
         return found
 
     def _all_files(self) -> list[_SourceFile]:
@@ -508,6 +550,53 @@ class StacklessRanker:
                 if text is not None:
                     self._files.append(_SourceFile(found.absolute, found.relative, text, _spelled(text)))
         return self._files
+
+
+def _sketches(source_file: _SourceFile) -> list[_Function]:
+    """Every function of a parsed file, with the ops it names and the helpers it calls (one walk
+    each, no program built)."""
+    import ast
+
+    from tracer.join.program import BINARY_OPS, COMPARE_OPS, UNARY_OPS, own_nodes
+
+    sketches = []
+    programs = source_file.programs
+    for line, name, node in programs.functions() if programs is not None else ():
+        bag: set[str] = set()
+        calls = []
+        for child in own_nodes(node):
+            if isinstance(child, ast.Call):
+                func = child.func
+                callee = (
+                    func.attr
+                    if isinstance(func, ast.Attribute)
+                    else func.id
+                    if isinstance(func, ast.Name)
+                    else None
+                )
+                if callee is not None:
+                    bag.update(CALL_OPS.get(callee, (f"aten::{callee}",)))
+                    on_self = (
+                        isinstance(func, ast.Attribute)
+                        and isinstance(func.value, ast.Name)
+                        and func.value.id == "self"
+                    )
+                    calls.append((callee, on_self))
+            elif isinstance(child, (ast.BinOp, ast.AugAssign)):
+                op = BINARY_OPS.get(type(child.op))
+                if op:
+                    bag.update(OPERATOR_OPS.get(op, (op,)))
+            elif isinstance(child, ast.UnaryOp) and type(child.op) in UNARY_OPS:
+                bag.add(UNARY_OPS[type(child.op)])
+            elif isinstance(child, ast.Compare):
+                bag.update(COMPARE_OPS[type(op)] for op in child.ops if type(op) in COMPARE_OPS)
+            elif isinstance(child, ast.Subscript):
+                bag.update(GETITEM_OPS if isinstance(child.ctx, ast.Load) else SETITEM_OPS)
+        owner = programs.owner_of_node(node)
+        sketches.append(
+            _Function(source_file, line, name, owner, frozenset(bag), tuple(dict.fromkeys(calls)))
+        )
+    return sketches
 
 
 def _parse(text: str) -> ModulePrograms | None:
@@ -529,13 +618,13 @@ _OPERATOR_SPELLINGS = {
     "aten::index": ("[",),
     "aten::index_put_": ("[",),
 }
-_CALLED = re.compile(r"(\w+)\s*\(")
-_OPERATORS = frozenset("*+-/@[")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
+_OPERATORS = "*+-/@["
 
 
 def _spelled(text: str) -> frozenset[str]:
     """The names a file calls and the operator characters it uses."""
-    return frozenset(_CALLED.findall(text)) | (_OPERATORS & set(text))
+    return frozenset(_CALLED.findall(text)).union(c for c in _OPERATORS if c in text)
 
 
 def _spellings(op: str) -> tuple[str, ...]:
@@ -556,11 +645,6 @@ def _range_words(ranges: Sequence[str]) -> set[str]:
         words.add(name)
         words.update(part for part in re.split(r"[.:/\s]+", name) if len(part) > 2)
     return words
-
-
-def _qualified(source_file: _SourceFile, program: Program) -> str:
-    owner = source_file.programs.owner_of(program) if source_file.programs is not None else None
-    return f"{owner}.{program.name}" if owner else program.name
 
 
 __all__ = ["OpWindows", "Ranking", "StacklessRanker"]
