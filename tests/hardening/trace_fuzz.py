@@ -299,11 +299,31 @@ def render_all(path: Path, options: dict[str, Any] | None = None) -> None:
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 180, text: bool = False
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 180,
+    text: bool = False,
+    memory_limit: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """`kerneltrace ARGS...` in a fresh interpreter, as a user runs it (any exit code is returned)."""
+    """`kerneltrace ARGS...` in a fresh interpreter, as a user runs it (any exit code is returned);
+    `memory_limit`: its address space in bytes (`ulimit -v`), as a user with a capped shell has."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
     command = [sys.executable, "-c", "from tracer.cli import main; main()", *args]
-    return subprocess.run(command, capture_output=True, timeout=timeout, cwd=cwd, text=text, check=False)
+    return subprocess.run(
+        command,
+        capture_output=True,
+        timeout=timeout,
+        cwd=cwd,
+        text=text,
+        check=False,
+        preexec_fn=cap if memory_limit else None,
+        env={**os.environ, **env} if env else None,
+    )
 
 
 def write_trace(document: dict[str, Any], path: Path) -> Path:

@@ -13,10 +13,10 @@ from tracer.errors import InputError
 from tracer.load.chunks import Unchunkable, parse_in_chunks
 from tracer.load.columns import EventTableBuilder
 from tracer.load.fast import add_chunk
-from tracer.load.memory import check_memory, json_size
+from tracer.load.memory import check_memory, json_size, streaming_limit, whole_parse_limit
 from tracer.load.meta import trace_meta
 from tracer.load.parallel import parse_in_workers, worker_count
-from tracer.load.source import check_readable, is_gzip, read_blocks
+from tracer.load.source import check_readable, is_gzip, read_all, read_blocks
 from tracer.load.window import TraceWindow, resolve_window
 from tracer.model.events import INT_COLUMNS, Cat, EventTable, Trace
 
@@ -42,16 +42,20 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> Trace:
     else:
         check_memory(path, size, share=bounds.share, window_label=bounds.label)
     notes: list[str] = []
+    # The bytes are counted as they stream in (gzip's size field can lie): a whole load stops at what
+    # the memory allows; a windowed one keeps only its window, so only the bomb check applies.
+    limit = streaming_limit() if bounds is None else None
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the parse allocates millions of small objects, none of them cyclic
     try:
         builder = EventTableBuilder(bounds)
         try:
             workers = worker_count(int(size * bounds.share) if bounds else size)
+            blocks = read_blocks(path, notes, max_bytes=limit, why="this machine's memory")
             if workers > 1:
-                top = parse_in_workers(read_blocks(path, notes), builder, workers)
+                top = parse_in_workers(blocks, builder, workers)
             else:
-                top = parse_in_chunks(read_blocks(path, notes), functools.partial(add_chunk, builder))
+                top = parse_in_chunks(blocks, functools.partial(add_chunk, builder))
         except Unchunkable:
             builder = EventTableBuilder(bounds)
             notes.clear()
@@ -67,7 +71,13 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> Trace:
 
 
 def _parse_whole(path: Path, builder: EventTableBuilder, notes: list[str]) -> dict[str, Any]:
-    data = b"".join(read_blocks(path, notes))
+    data = read_all(
+        path,
+        notes,
+        max_bytes=whole_parse_limit(),
+        why="the memory available for a document parsed whole (not laid out as torch.profiler writes "
+        "it, which needs about 5x its size)",
+    )
     try:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as err:
@@ -97,6 +107,12 @@ def _finish(path: Path, top: dict[str, Any], builder: EventTableBuilder, notes: 
         if kept == 0:
             raise InputError(path, f"no duration events in {builder.bounds.label}")
     if len(table) == 0:
+        if builder.skipped_no_ts:
+            raise InputError(
+                path,
+                f"none of its {builder.skipped_no_ts} duration events has a usable timestamp "
+                '("ts" missing, not a number, or out of range): nothing to analyse',
+            )
         raise InputError(path, 'profiler trace with no duration events ("ph": "X"): nothing to analyse')
     cats = set(table.cat)
     has_python = Cat.PYTHON_FUNCTION in cats
@@ -110,6 +126,8 @@ def _finish(path: Path, top: dict[str, Any], builder: EventTableBuilder, notes: 
             f"skipped {builder.skipped_no_ts} duration events without a usable timestamp "
             "(missing, not a number, or out of range)"
         )
+    if builder.missing_dur:
+        notes.append(f'{builder.missing_dur} duration events have no usable "dur": read as instants (0 ns)')
     if builder.malformed:
         notes.append(f"{builder.malformed} events had fields of the wrong type or range: read as absent")
     trace = Trace(meta=meta, events=table, notes=notes)
