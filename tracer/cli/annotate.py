@@ -35,6 +35,9 @@ def command(
     from tracer.render.annotate import write_annotated_trace
     from tracer.render.escape import terminal
 
+    from tracer.output_files import protect_inputs
+
+    protect_inputs([trace, sites, *capture])
     attributions = attribute_trace(trace, source=source, sites=sites, capture=capture)
     summary = write_annotated_trace(
         attributions, Path(output) if output else derived_output(trace, ".annotated.json.gz")

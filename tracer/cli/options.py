@@ -141,7 +141,15 @@ def analyse(trace: str | Path, options: TraceOptions):  # -> tracer.model.Analys
     """The `Analysis` of `trace` through the one facade every command uses."""
     from tracer.api import explain_trace
 
+    protect_inputs(trace, options)
     return explain_trace(trace, **options.explain_arguments())
+
+
+def protect_inputs(trace: str | Path, options: TraceOptions) -> None:
+    """No output of this command may overwrite what it reads (the trace, a directory's traces, ...)."""
+    from tracer.output_files import protect_inputs as protect
+
+    protect([trace, Path(trace) / "graph_capture_profile", options.sites, options.config, *options.capture])
 
 
 def derived_output(trace: str, suffix: str, directory: str | Path = ".") -> Path:

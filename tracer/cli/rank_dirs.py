@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.options import TraceOptions, derived_output
+from tracer.cli.options import TraceOptions, derived_output, protect_inputs
 
 COMPOUND_SUFFIXES = (".report.html",)  # kept whole when a rank label goes before the suffix
 
@@ -28,6 +28,7 @@ def analyse_ranks(directory: str | Path, options: TraceOptions, select: str | No
     from tracer.cli.common import defer_input_errors
     from tracer.explain.ranks.workers import explain_rank_directory
 
+    protect_inputs(directory, options)
     report, failures = explain_rank_directory(Path(directory), select=select, **options.explain_arguments())
     defer_input_errors(failures)
     return report

@@ -149,7 +149,9 @@ def _write_sarif(destination: str, sites, rules, skipped) -> None:
         sys.stdout.buffer.write(payload)
         sys.stdout.flush()
     else:
-        Path(destination).write_bytes(payload)
+        from tracer.output_files import write_output
+
+        write_output(destination, payload)
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -9,6 +9,7 @@ import networkx as nx
 import orjson
 
 from tracer.errors import InputError
+from tracer.output_files import check_output, write_output
 
 GRAPH_SUFFIXES = (".graphml", ".json")
 
@@ -48,13 +49,9 @@ def write_graph(graph: nx.DiGraph, path: str | Path) -> Path:
         raise InputError(
             path, f"unknown graph format {suffix or '(no suffix)'}; use one of {', '.join(GRAPH_SUFFIXES)}"
         )
-    try:
-        if suffix == ".graphml":
-            nx.write_graphml(to_graphml_ready(graph), path)
-        else:
-            path.write_bytes(
-                orjson.dumps(node_link(graph), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-            )
-    except OSError as err:
-        raise InputError(path, f"cannot write: {err.strerror or err}") from err
-    return path
+    check_output(path)
+    if suffix == ".graphml":
+        data = b"".join(line.encode() + b"\n" for line in nx.generate_graphml(to_graphml_ready(graph)))
+    else:
+        data = orjson.dumps(node_link(graph), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    return write_output(path, data)

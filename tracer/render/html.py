@@ -254,11 +254,6 @@ def render_report(
 
 
 def write_report(html_text: str, path: str | Path) -> Path:
-    from tracer.errors import InputError
+    from tracer.output_files import write_output
 
-    path = Path(path)
-    try:
-        path.write_text(html_text, encoding="utf-8")
-    except OSError as err:
-        raise InputError(path, f"cannot write: {err.strerror or err}") from err
-    return path
+    return write_output(path, html_text)
