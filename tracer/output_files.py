@@ -4,19 +4,26 @@ Each output is written to a new private file beside it (``O_EXCL``: a name plant
 symlink, is never opened) and renamed into place once complete, so a full disk or a crash leaves the
 old file, not half a new one. The commands declare what they read (`protect_inputs`); an output that
 is one of those files is refused instead of overwriting the input.
+
+Names are untrusted and may hold any code point, or bytes that are not UTF-8 (a file name): `visible`,
+`xml_data` and `json_ready` make them something every output format can carry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tracer.errors import InputError
+
+# What XML 1.0 cannot hold at all (GraphML is XML): C0 controls but tab and newlines, surrogates, U+FFFE/F.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 _inputs: set[tuple[int, int]] = set()  # (device, inode) of every input this process was given
 
@@ -97,3 +104,44 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def visible(text: str) -> str:
+    """`text` encodable as UTF-8: the lone surrogates that stand for bytes of a file name that are not
+    UTF-8 (Python's ``surrogateescape``) become ``\\xNN``; any other lone surrogate ``\\udNNN``."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return "".join(f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def xml_data(text: Any) -> str:
+    """For data formats built on XML (GraphML): the text kept, each character XML cannot hold written
+    as ``\\xNN`` / ``\\uNNNN`` (the data stays readable and distinct)."""
+    return _NOT_XML.sub(lambda m: _escaped(m.group()), visible(str(text)))
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def json_ready(value: Any) -> Any:
+    """`value` with every string `visible` (orjson refuses lone surrogates), dataclasses as dicts."""
+    import dataclasses
+
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {json_ready(k) if isinstance(k, str) else k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(item) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_ready(dataclasses.asdict(value))
+    return value

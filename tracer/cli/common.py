@@ -59,10 +59,16 @@ def _print_errors(errors: list[InputError]) -> None:
 
 
 def print_json(data: Any) -> None:
-    """Machine output on stdout: orjson, indented, with dataclasses and non-str keys handled."""
-    sys.stdout.buffer.write(
-        orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
-    )
+    """Machine output on stdout: orjson, indented, with dataclasses and non-str keys handled (and
+    names holding bytes that are not UTF-8, which orjson refuses, made `visible`)."""
+    options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+    try:
+        payload = orjson.dumps(data, option=options)
+    except orjson.JSONEncodeError:
+        from tracer.output_files import json_ready
+
+        payload = orjson.dumps(json_ready(data), option=options)
+    sys.stdout.buffer.write(payload)
     sys.stdout.buffer.write(b"\n")
     sys.stdout.flush()
 

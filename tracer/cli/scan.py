@@ -144,7 +144,13 @@ def _write_sarif(destination: str, sites, rules, skipped) -> None:
 
     from tracer.render.sarif import sarif_log
 
-    payload = orjson.dumps(sarif_log(sites, rules, skipped=skipped), option=orjson.OPT_INDENT_2) + b"\n"
+    from tracer.output_files import json_ready
+
+    log = sarif_log(sites, rules, skipped=skipped)
+    try:
+        payload = orjson.dumps(log, option=orjson.OPT_INDENT_2) + b"\n"
+    except orjson.JSONEncodeError:  # a file name with bytes that are not UTF-8
+        payload = orjson.dumps(json_ready(log), option=orjson.OPT_INDENT_2) + b"\n"
     if destination == "-":
         sys.stdout.buffer.write(payload)
         sys.stdout.flush()

@@ -24,7 +24,8 @@ def default_cache_dir() -> Path:
 def entry_key(relative: str, content: bytes, rules_digest: str) -> str:
     """The relative path is part of the key: risk depends on it (tests/ and bench/ rank lower)."""
     digest = hashlib.blake2b(content, digest_size=16)
-    digest.update(f"\0{relative}\0{rules_digest}\0{SCANNER_VERSION}".encode())
+    # surrogateescape: a file name with bytes that are not UTF-8 keys by those bytes
+    digest.update(f"\0{relative}\0{rules_digest}\0{SCANNER_VERSION}".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 

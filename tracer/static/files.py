@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracer.errors import InputError
+from tracer.output_files import visible
 
 # Presets name directories inside a package: `--preset sglang-hot` = the layers that run every step.
 PRESETS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -136,16 +137,17 @@ _ROOTS: dict[Path, Path | None] = {}
 
 
 def _relative(file: Path, scanned: Path) -> str:
-    """`Site.path`: relative to the import root in a package, else to the directory scanned."""
+    """`Site.path`: relative to the import root in a package, else to the directory scanned. Bytes of
+    the name that are not UTF-8 are written ``\\xNN`` (a site's path is text every output carries)."""
     directory = file.parent
     if directory not in _ROOTS:
         _ROOTS[directory] = import_root(file)
     root = _ROOTS[directory]
     base = root if root is not None else (scanned if scanned.is_dir() else file.parent)
     try:
-        return file.relative_to(base).as_posix()
+        return visible(file.relative_to(base).as_posix())
     except ValueError:
-        return file.name
+        return visible(file.name)
 
 
 def _glob(relative: str, pattern: str) -> bool:
