@@ -112,6 +112,7 @@ def discover(paths: Sequence[str | Path], include: Sequence[str] = ()) -> list[S
     """Every `.py` file under `paths` (files count as given), filtered by `include` globs, sorted."""
     if not paths:
         raise InputError("scan", "no path given")
+    # Keyed by where the file really is: many names (symlinks) for one file are read and scanned once.
     found: dict[Path, SourceFile] = {}
     for raw in paths:
         path = Path(raw)
@@ -126,7 +127,12 @@ def discover(paths: Sequence[str | Path], include: Sequence[str] = ()) -> list[S
             for filename in filenames:
                 if filename.endswith(".py"):
                     file = Path(directory, filename)
-                    found.setdefault(file, SourceFile(file, _relative(file, path)))
+                    try:
+                        real = file.resolve()
+                    except (OSError, RuntimeError):  # a loop of symlinks: read_source says so
+                        real = file
+                    if real not in found:
+                        found[real] = SourceFile(file, _relative(file, path))
     files = sorted(found.values(), key=lambda f: f.relative)
     if include:
         files = [f for f in files if any(_glob(f.relative, pattern) for pattern in include)]
