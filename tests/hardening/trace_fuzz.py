@@ -37,7 +37,7 @@ from trace_mutations import (  # noqa: F401  (re-exported: the tests and the ben
 )
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_GPU_TRACES = REPO.parent / "shared" / "fixtures" / "gpu-traces"
+SHARED_GPU_TRACES = REPO / "tests" / "fixtures" / "transformers"  # copied from ../shared
 OWN_GPU_TRACES = REPO / "tests" / "fixtures" / "gpu"
 OWN_CPU_TRACES = REPO / "tests" / "fixtures" / "cpu"
 LOAD_WORKERS_ENV = "KERNELTRACE_LOAD_WORKERS"
