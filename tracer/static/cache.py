@@ -1,10 +1,12 @@
 """On-disk cache of per-file scan results, keyed by content hash, rule-set hash and scanner version.
 
-The cache is only a cache: anyone who can write the file can put anything in it, and a crash or a
-full disk can leave it half written. So every entry is checked when read (the schema, each field's
-type, and that each site's text is on its line of the very bytes being scanned, under the path being
-scanned); anything that fails is rescanned, a file that is not a cache is rebuilt, and a cache that
-cannot be used (read-only, locked by another scan) is skipped. Each of these is one warning line.
+The cache is only a cache: anyone who can write the file could put anything in it (findings for
+code that is not there, or no findings for code that is), and a crash or a full disk can leave it
+half written. So each row carries a MAC (keyed BLAKE2b) under a secret kept apart from the cache, in
+the user's config directory, and every entry is checked when read: its MAC, the schema, each field's
+type, each site's path and line against the very file being scanned. Anything that fails is
+rescanned, a file that is not a cache is rebuilt, and a cache that cannot be used (read-only, locked
+by another scan) is skipped. Each of these is one warning line.
 """
 
 from __future__ import annotations
@@ -23,15 +25,42 @@ from tracer.model.site import Site
 from tracer.static.sites_json import BadSite, site_from_json
 
 # Bump when the scanner's output for the same input changes.
-SCANNER_VERSION = "1"
+SCANNER_VERSION = "2"  # 2: rows carry a MAC
 LOCK_WAIT_S = 1.0  # another scan holding the cache: wait this long, then go on without it
 MAX_SKIP_REASON = 1000
-_COLUMNS = [("key", "TEXT"), ("sites", "BLOB"), ("skipped", "TEXT")]
+_COLUMNS = [("key", "TEXT"), ("sites", "BLOB"), ("skipped", "TEXT"), ("mac", "BLOB")]
+KEY_BYTES = 32
 
 
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "kerneltrace"
+
+
+def default_key_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "kerneltrace" / "cache.key"
+
+
+def secret_key(path: Path) -> bytes:
+    """The key the cache's rows are signed with: read, or made once (0600, O_EXCL); OSError if neither."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = os.urandom(KEY_BYTES)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:  # another scan made it first
+            return secret_key(path)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+        return key
+    with os.fdopen(fd, "rb") as handle:
+        key = handle.read(KEY_BYTES + 1)
+    if len(key) != KEY_BYTES:
+        raise OSError(f"{path} is not a kerneltrace cache key")
+    return key
 
 
 def entry_key(relative: str, content: bytes, rules_digest: str) -> str:
@@ -57,10 +86,11 @@ class ScanCache:
 
     Never raises: a cache that cannot be opened, read or written costs time, not the scan."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, key_path: Path | None = None) -> None:
         self.path = directory / f"sites-v{SCANNER_VERSION}.sqlite"
         self._db: sqlite3.Connection | None = None
         try:
+            self._key = secret_key(key_path or default_key_path())
             directory.mkdir(parents=True, exist_ok=True)
             self._db = self._connect()
         except (OSError, sqlite3.Error) as err:
@@ -79,7 +109,9 @@ class ScanCache:
                 raise sqlite3.DatabaseError(f"table entries has columns {columns}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, sites BLOB NOT NULL, skipped TEXT)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, sites BLOB NOT NULL, skipped TEXT, mac BLOB)"
+            )
         except BaseException:
             db.close()
             raise
@@ -104,14 +136,14 @@ class ScanCache:
         entry is present and checks out against the source; the others are left out (to be scanned)."""
         if self._db is None or not entries:
             return {}
-        rows: dict[str, tuple[object, object]] = {}
+        rows: dict[str, tuple[object, object, object]] = {}
         keys = [key for key, _, _ in entries]
         try:
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
-                query = f"SELECT key, sites, skipped FROM entries WHERE key IN ({','.join('?' * len(chunk))})"
-                for key, blob, skipped in self._db.execute(query, chunk):
-                    rows[key] = (blob, skipped)
+                query = f"SELECT key, sites, skipped, mac FROM entries WHERE key IN ({','.join('?' * len(chunk))})"
+                for key, blob, skipped, mac in self._db.execute(query, chunk):
+                    rows[key] = (blob, skipped, mac)
         except sqlite3.OperationalError as err:  # locked by another scan, or a disk error
             warn_once("read", f"scan cache not read ({err}): scanning without it")
             return {}
@@ -123,8 +155,11 @@ class ScanCache:
         for key, relative, source in entries:
             if key not in rows:
                 continue
+            blob, skipped, mac = rows[key]
             try:
-                found[key] = checked_entry(*rows[key], relative, source)
+                if mac != self._mac(key, blob, skipped):
+                    raise ValueError("not signed with this user's key")
+                found[key] = checked_entry(blob, skipped, relative, source)
             except (BadSite, ValueError, TypeError, orjson.JSONDecodeError):
                 bad.append(key)
         if bad:
@@ -139,14 +174,22 @@ class ScanCache:
         rows = []
         for key, sites, skipped in entries:
             try:
-                rows.append((key, orjson.dumps([s.__dict__ for s in sites]), skipped))
+                blob = orjson.dumps([s.__dict__ for s in sites])
             except orjson.JSONEncodeError:
                 continue  # text orjson cannot write: that file is scanned again next time
+            rows.append((key, blob, skipped, self._mac(key, blob, skipped)))
         try:
             with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", rows)
+                self._db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", rows)
         except sqlite3.Error as err:  # a full disk or a locked cache costs the next run time, not this one
             warn_once("write", f"scan cache not written ({err})")
+
+    def _mac(self, key: str, blob: object, skipped: object) -> bytes:
+        mac = hashlib.blake2b(key=self._key, digest_size=16)
+        for part in (key, blob, skipped):
+            data = part if isinstance(part, bytes) else repr(part).encode("utf-8", "surrogatepass")
+            mac.update(len(data).to_bytes(8, "little") + data)
+        return mac.digest()
 
     def close(self) -> None:
         if self._db is not None:
@@ -157,7 +200,7 @@ class ScanCache:
 
 def checked_entry(blob: object, skipped: object, relative: str, source: bytes) -> tuple[list[Site], str | None]:
     """A cache row as (sites, skip reason), or ValueError: the row's types, and each site against the
-    file being scanned (its path, its line range, its text on its line)."""
+    file being scanned (its path, its line range)."""
     if not isinstance(blob, bytes):
         raise ValueError("sites are not a JSON blob")
     if skipped is not None and (not isinstance(skipped, str) or len(skipped) > MAX_SKIP_REASON):
@@ -167,11 +210,8 @@ def checked_entry(blob: object, skipped: object, relative: str, source: bytes) -
         raise ValueError("sites are not a list")
     sites = [site_from_json(item) for item in data]
     if sites:
-        lines = source.split(b"\n")
+        lines = source.count(b"\n") + 1
         for site in sites:
-            if site.path != relative or site.line > len(lines) or (site.end_line or site.line) < site.line:
+            if site.path != relative or site.line > lines or (site.end_line or site.line) < site.line:
                 raise ValueError(f"site {site.location} is not in {relative}")
-            first = site.text.split("\n", 1)[0].strip().encode("utf-8", "surrogateescape")
-            if first and first not in lines[site.line - 1]:
-                raise ValueError(f"site {site.location}: its text is not on its line")
     return sites, skipped  # type: ignore[return-value]
