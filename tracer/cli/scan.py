@@ -89,7 +89,8 @@ def command(
     if not targets:
         raise click.UsageError("give a PATH, --package NAME or --preset NAME")
 
-    quiet = as_json or sarif == "-"
+    # A progress bar only on a terminal: piped, it would leave a blank line before any error.
+    quiet = as_json or sarif == "-" or not stderr_console().is_terminal
     if quiet:
         result = scan(
             targets, rules_dirs=rules_dirs, include=include, jobs=jobs, cache_dir=False if no_cache else None
