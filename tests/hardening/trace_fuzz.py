@@ -293,9 +293,24 @@ def render_all(path: Path, options: dict[str, Any] | None = None) -> None:
     }
     for renderer, text in texts.items():
         assert_no_raw_controls(renderer, text)
+        text.encode("utf-8")  # every output can be written (no lone surrogates)
     # JSON is data, not display: names keep their characters (JSON escapes the C0 controls itself).
-    document = orjson.dumps(analysis.to_dict(), option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    from tracer.output_files import json_ready
+
+    document = orjson.dumps(
+        json_ready(analysis.to_dict()), option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+    )
     orjson.loads(document)
+    # GraphML is XML: it must parse whatever the names hold; node-link JSON likewise.
+    import xml.etree.ElementTree as ET
+
+    import networkx as nx
+
+    from tracer.graph import node_link
+    from tracer.graph.export import to_graphml_ready
+
+    ET.fromstring("\n".join(nx.generate_graphml(to_graphml_ready(graph))))
+    orjson.loads(orjson.dumps(json_ready(node_link(graph)), option=orjson.OPT_NON_STR_KEYS))
 
 
 def run_cli(
