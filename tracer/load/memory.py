@@ -27,6 +27,8 @@ MEMORY_LIMIT_ENV = "KERNELTRACE_MEMORY_LIMIT"
 PEAK_PER_JSON_BYTE = 1.0  # measured 0.74-0.86; rounded up
 WHOLE_PARSE_PER_JSON_BYTE = 5.0  # the bytes, and ~4x their size in parsed objects
 FIXED_BYTES = 256 << 20  # chunk buffers (a few 8 MB blocks and their parsed events), imports
+MIN_FIXED_BYTES = 32 << 20  # ... of which a trace smaller than one block needs only a little
+FIXED_PER_JSON_BYTE = 8  # (buffers and parsed events of a small trace: a few times its size)
 MAX_DEFLATE_RATIO = 1032  # deflate's limit: a gzip member never inflates more than this
 TYPICAL_GZIP_RATIO = 13  # Kineto JSON compresses 13-16:1 (the fixtures); used only past 4 GiB
 _WRAP = 1 << 32
@@ -134,24 +136,34 @@ def _cgroup_room() -> int | None:
         return None
 
 
+def fixed_bytes(json_bytes: int) -> int:
+    """Memory a load needs besides what grows with the JSON: buffers of up to a few blocks."""
+    return min(FIXED_BYTES, MIN_FIXED_BYTES + FIXED_PER_JSON_BYTE * json_bytes)
+
+
 def estimated_peak(json_bytes: int, share: float = 1.0) -> int:
-    return FIXED_BYTES + int(PEAK_PER_JSON_BYTE * json_bytes * share)
+    loaded = int(json_bytes * share)
+    return fixed_bytes(loaded) + int(PEAK_PER_JSON_BYTE * loaded)
+
+
+def _most_json(available: int, per_byte: float) -> int:
+    """The largest JSON size whose fixed part plus `per_byte` x its size fits in `available`."""
+    small = (available - MIN_FIXED_BYTES) / (FIXED_PER_JSON_BYTE + per_byte)  # while the fixed part grows
+    small = min(small, (FIXED_BYTES - MIN_FIXED_BYTES) / FIXED_PER_JSON_BYTE)
+    large = (available - FIXED_BYTES) / per_byte  # once it is whole
+    return max(0, int(max(small, large)))
 
 
 def streaming_limit() -> int | None:
     """The most JSON bytes a whole (unwindowed) load may stream through: what fits in the budget."""
     available = available_memory()
-    if available is None:
-        return None
-    return max(0, int((available - FIXED_BYTES) / PEAK_PER_JSON_BYTE))
+    return None if available is None else _most_json(available, PEAK_PER_JSON_BYTE)
 
 
 def whole_parse_limit() -> int | None:
     """The most JSON bytes a document parsed whole may have."""
     available = available_memory()
-    if available is None:
-        return None
-    return max(0, int((available - FIXED_BYTES) / WHOLE_PARSE_PER_JSON_BYTE))
+    return None if available is None else _most_json(available, WHOLE_PARSE_PER_JSON_BYTE)
 
 
 def check_memory(path: Path, json_bytes: int, *, share: float = 1.0, window_label: str | None = None) -> None:

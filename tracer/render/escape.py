@@ -31,7 +31,10 @@ def strip_control(text: Any, *, keep_newlines: bool = False) -> str:
     """`text` as a string without ANSI escapes or control characters; tabs/newlines become spaces
     unless `keep_newlines` (then only tabs and newlines survive). Bytes that are not UTF-8 show as
     ``\\xNN``, noncharacters as U+FFFD: whatever a name holds, every output can carry it."""
-    out = _ANSI.sub("", visible(str(text)))
+    text = str(text)
+    if text.isascii() and text.isprintable():  # most names: nothing to strip (and no tab or newline)
+        return text
+    out = _ANSI.sub("", visible(text))
     out = _CONTROL.sub("", out)
     out = _NONCHARACTERS.sub("\ufffd", out)
     if keep_newlines:

@@ -93,8 +93,8 @@ class ScanCache:
             self._key = secret_key(key_path or default_key_path())
             directory.mkdir(parents=True, exist_ok=True)
             self._db = self._connect()
-        except (OSError, sqlite3.Error) as err:
-            if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
+        except (OSError, sqlite3.Error, ValueError) as err:
+            if isinstance(err, (sqlite3.DatabaseError, ValueError)) and not isinstance(err, sqlite3.OperationalError):
                 self._rebuild(f"not a kerneltrace cache ({err})")
             elif "locked" in str(err):
                 warn_once("locked", f"scan cache {self.path} is in use by another scan: scanning without it")
@@ -103,6 +103,7 @@ class ScanCache:
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=LOCK_WAIT_S)
+        db.text_factory = lambda data: data.decode("utf-8", "replace")  # damaged text: a bad row, not a crash
         try:
             columns = [(row[1], row[2].upper()) for row in db.execute("PRAGMA table_info(entries)")]
             if columns and columns != _COLUMNS:
@@ -128,7 +129,7 @@ class ScanCache:
                     os.unlink(f"{self.path}{suffix}")
             self._db = self._connect()
             warn_once("rebuilt", f"scan cache {self.path} was {why}: rebuilt it")
-        except (OSError, sqlite3.Error) as err:
+        except (OSError, sqlite3.Error, ValueError) as err:
             warn_once("open", f"scan cache {self.path} was {why} and cannot be rebuilt ({err}): scanning without it")
 
     def lookup(self, entries: list[tuple[str, str, bytes]]) -> dict[str, tuple[list[Site], str | None]]:
@@ -147,7 +148,7 @@ class ScanCache:
         except sqlite3.OperationalError as err:  # locked by another scan, or a disk error
             warn_once("read", f"scan cache not read ({err}): scanning without it")
             return {}
-        except sqlite3.DatabaseError as err:  # not a database, or a damaged one
+        except (sqlite3.DatabaseError, ValueError) as err:  # not a database, or a damaged one
             self._rebuild(f"damaged ({err})")
             return {}
         found: dict[str, tuple[list[Site], str | None]] = {}
