@@ -16,10 +16,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "graph"))
 
-from kv_cast_model import GATHER_CAST_MARK, WHOLE_CAST_MARK, marked_line, profile_decode  # noqa: E402
+from kv_cast_model import GATHER_CAST_MARK, WHOLE_CAST_MARK, marked_line, profile_decode
 
-from tracer.api import explain_trace  # noqa: E402
-from tracer.explain.diff import diff_analyses  # noqa: E402
+from tracer.api import explain_trace
+from tracer.explain.diff import diff_analyses
 
 
 def main() -> int:
@@ -27,7 +27,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as directory:
         before = profile_decode(Path(directory) / "whole_cast.json", gather_first=False)
         after = profile_decode(Path(directory) / "gather_then_cast.json", gather_first=True)
-        diff = diff_analyses(explain_trace(before, source=(model_dir,)), explain_trace(after, source=(model_dir,)))
+        diff = diff_analyses(
+            explain_trace(before, source=(model_dir,)), explain_trace(after, source=(model_dir,))
+        )
     whole = next(r for r in diff.origins if r.location.endswith(f":{marked_line(WHOLE_CAST_MARK)}"))
     gather = next(r for r in diff.origins if r.location.endswith(f":{marked_line(GATHER_CAST_MARK)}"))
     print(f"step time after/before: {diff.step_ratio:.2f} (the fix: < 1)")

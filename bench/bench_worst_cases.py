@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "hardening"))
 
-import trace_bombs  # noqa: E402
-from trace_mutations import kineto_json  # noqa: E402
+import trace_bombs
+from trace_mutations import kineto_json
 
 SOURCE = REPO / "tests" / "fixtures" / "gpu" / "cudagraph_decode_stack.json.gz"
 DEPTH = 5000
@@ -93,9 +93,17 @@ def shapes(document: dict) -> dict[str, tuple[dict, str]]:
     deep = copy.deepcopy(document)
     width = (end - start) / DEPTH
     for level in range(DEPTH):
-        base = {"ph": "X", "cat": "user_annotation", "name": f"range{level}", "pid": cpu["pid"], "tid": cpu["tid"]}
+        base = {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": f"range{level}",
+            "pid": cpu["pid"],
+            "tid": cpu["tid"],
+        }
         flat["traceEvents"].append({**base, "ts": start + level * width, "dur": width * 0.5})
-        deep["traceEvents"].append({**base, "ts": start + level * 1e-3, "dur": end - start - 2 * level * 1e-3})
+        deep["traceEvents"].append(
+            {**base, "ts": start + level * 1e-3, "dur": end - start - 2 * level * 1e-3}
+        )
     out[f"{DEPTH} side-by-side ranges"] = (flat, f"{DEPTH} side-by-side ranges")
     out[f"ranges nested {DEPTH} deep"] = (deep, f"{DEPTH} side-by-side ranges")
     return out
@@ -119,7 +127,11 @@ def bomb_figures(work: Path) -> list[tuple[str, float, int, int]]:
         )  # fmt: skip
         took = time.perf_counter() - started
         peak = int(done.stderr.rsplit("peak ", 1)[1].split()[0]) // 1024
-        code = int(done.stderr.split("exited with non-zero status ")[1].split()[0]) if "non-zero" in done.stderr else 0
+        code = (
+            int(done.stderr.split("exited with non-zero status ")[1].split()[0])
+            if "non-zero" in done.stderr
+            else 0
+        )
         rows.append((f"{name} ({path.stat().st_size / 1e6:.1f} MB file)", took, peak, code))
         path.unlink()
     return rows
@@ -138,7 +150,7 @@ def main() -> int:
         for name, (shaped, baseline) in shapes(document).items():
             path = work / "shape.json"
             path.write_bytes(kineto_json(shaped))
-            timings[name] = best_of(args.repeat, lambda: run_everything(path))
+            timings[name] = best_of(args.repeat, lambda shape=path: run_everything(shape))
             rows.append((name, len(shaped["traceEvents"]), timings[name], timings[name] / timings[baseline]))
         ranks = work / "ranks"
         ranks.mkdir()
@@ -148,7 +160,14 @@ def main() -> int:
 
         one = best_of(args.repeat, lambda: explain_rank_directory(ranks, workers=1, select="TP-0."))
         directory = best_of(args.repeat, lambda: explain_rank_directory(ranks, workers=1))
-        rows.append((f"a directory of {RANKS} ranks (1 process)", RANKS * len(document["traceEvents"]), directory, directory / (RANKS * one)))
+        rows.append(
+            (
+                f"a directory of {RANKS} ranks (1 process)",
+                RANKS * len(document["traceEvents"]),
+                directory,
+                directory / (RANKS * one),
+            )
+        )
         bombs = bomb_figures(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

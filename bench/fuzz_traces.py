@@ -225,8 +225,8 @@ def _remove(work: Path, number: int) -> None:
     """Everything case `number` wrote (a file, a directory, a FIFO, odd names)."""
     for entry in work.iterdir():
         name = os.fsencode(entry.name)
-        if name == f"case{number}".encode() or name.startswith(f"case{number}.".encode()) or name.startswith(
-            f"case{number}-".encode()
+        if name == f"case{number}".encode() or name.startswith(
+            (f"case{number}.".encode(), f"case{number}-".encode())
         ):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
@@ -245,17 +245,26 @@ def class_markdown(classes, by_class, variants, slowest_by_class, bombs) -> str:
     for name in classes:
         counts = [by_class[(name, k)] for k in ("result", "input_error", "failure", "hang")]
         lines.append(
-            f"| {name} | {sum(counts)} | " + " | ".join(map(str, counts)) + f" | {slowest_by_class[name]:.2f} |"
+            f"| {name} | {sum(counts)} | "
+            + " | ".join(map(str, counts))
+            + f" | {slowest_by_class[name]:.2f} |"
         )
     if bombs:
         worst_time = max(bombs)
         worst_peak = max(bombs, key=lambda b: b[1])
         lines += [
             "",
-            f"Bombs: {len(bombs)} refused; slowest refusal {worst_time[0]:.2f} s ({worst_time[2]}), highest peak "
-            f"resident memory of the pipeline process during a refusal {worst_peak[1]} MB ({worst_peak[2]}).",
+            (
+                f"Bombs: {len(bombs)} refused; slowest refusal {worst_time[0]:.2f} s ({worst_time[2]}), highest "
+                f"peak resident memory of the pipeline process during a refusal {worst_peak[1]} MB ({worst_peak[2]})."
+            ),
         ]
-    lines += ["", "## Variants within each class", "", "| class | variant | result | one-line error | failure | hang |"]
+    lines += [
+        "",
+        "## Variants within each class",
+        "",
+        "| class | variant | result | one-line error | failure | hang |",
+    ]
     lines.append("| --- | --- | --: | --: | --: | --: |")
     seen = sorted({(c, v) for c, v, _ in variants if c != "trace"})
     for c, v in seen:

@@ -61,7 +61,9 @@ def check_output(path: str | Path) -> Path:
         if stat.S_ISDIR(info.st_mode):
             raise InputError(path, "is a directory: give a file name for the output")
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(path, "not a regular file (a FIFO, device or socket): write the output to a file")
+            raise InputError(
+                path, "not a regular file (a FIFO, device or socket): write the output to a file"
+            )
         if (info.st_dev, info.st_ino) in _inputs:
             raise InputError(path, "is an input of this command: write the output to another file")
     parent = path.parent if str(path.parent) else Path(".")
@@ -79,7 +81,9 @@ def output_file(path: str | Path, *, text: bool = False) -> Iterator[IO]:
     except OSError as err:
         raise InputError(path, f"cannot write: {err.strerror or err}") from None
     try:
-        with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8", "errors": "backslashreplace"} if text else {})) as handle:
+        with os.fdopen(
+            fd, "w" if text else "wb", **({"encoding": "utf-8", "errors": "backslashreplace"} if text else {})
+        ) as handle:
             yield handle
         os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)

@@ -54,11 +54,13 @@ class RobustCase:
 # ---------------------------------------------------------------------------------------------------
 
 
-def make_case(kind: str, seeds: list[tuple[str, dict]], rng: random.Random, directory: Path, number: int) -> RobustCase:
+def make_case(
+    kind: str, seeds: list[tuple[str, dict]], rng: random.Random, directory: Path, number: int
+) -> RobustCase:
     return _MAKERS[kind](seeds, rng, directory / f"case{number}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bomb_bytes(name: str, gib: int) -> bytes:
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"kerneltrace-bomb-{os.getpid()}-{name}-{gib}.json.gz"
     try:
@@ -115,7 +117,16 @@ def _rank_directory(seeds, rng: random.Random, base: Path) -> RobustCase:
     )  # fmt: skip
 
 
-_CACHE_DAMAGE = ("garbage", "truncated", "wrong_schema", "rows_random", "rows_swapped", "key_changed", "key_bad", "no_table")
+_CACHE_DAMAGE = (
+    "garbage",
+    "truncated",
+    "wrong_schema",
+    "rows_random",
+    "rows_swapped",
+    "key_changed",
+    "key_bad",
+    "no_table",
+)
 
 
 def _scan_cache(seeds, rng: random.Random, base: Path) -> RobustCase:
@@ -144,7 +155,9 @@ def _side_value(rng: random.Random) -> bytes:
         return json.dumps({"sites": [site]}).encode()
     if choice == 5:  # a config with values of the wrong type
         value = rng.choice((True, "78", 10**30, -3, 0, None, [78], {"n": 1}, 1.5))
-        return json.dumps({rng.choice(("num_hidden_layers", "n_layer", "num_experts", "top_k")): value}).encode()
+        return json.dumps(
+            {rng.choice(("num_hidden_layers", "n_layer", "num_experts", "top_k")): value}
+        ).encode()
     if choice == 6:
         return json.dumps({"num_hidden_layers": rng.randint(1, 100)}).encode()  # a good config
     if choice == 7:
@@ -188,7 +201,16 @@ def _rule_file(rng: random.Random) -> bytes:
     return f'[[factor]]\nid = "f"\non = {on}\nweight = {weight}\nreason = "r"\npattern = {json.dumps(pattern)}\n'.encode()
 
 
-_ODD_NAME_BYTES = (b"n\xffame", b"\xe9t\xe9", b"\x1b[31mred", b"sp ace", b"\xef\xbf\xbfnonchar", b"tab\there", b"-dash", b"x" * 200)
+_ODD_NAME_BYTES = (
+    b"n\xffame",
+    b"\xe9t\xe9",
+    b"\x1b[31mred",
+    b"sp ace",
+    b"\xef\xbf\xbfnonchar",
+    b"tab\there",
+    b"-dash",
+    b"x" * 200,
+)
 
 
 def _odd_path(seeds, rng: random.Random, base: Path) -> RobustCase:
@@ -206,7 +228,9 @@ def _odd_path(seeds, rng: random.Random, base: Path) -> RobustCase:
 def _many_streams(seeds, rng: random.Random, base: Path) -> RobustCase:
     document = copy.deepcopy(rng.choice(seeds)[1])
     events = [e for e in document.get("traceEvents", []) if isinstance(e, dict)]
-    variant = rng.choice(("stream_per_kernel", "thread_per_event", "name_per_event", "deep_ranges", "many_pids"))
+    variant = rng.choice(
+        ("stream_per_kernel", "thread_per_event", "name_per_event", "deep_ranges", "many_pids")
+    )
     if variant == "stream_per_kernel":
         for n, e in enumerate(events):
             if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and isinstance(e.get("args"), dict):
@@ -343,7 +367,9 @@ def _run_rank_directory(case: RobustCase) -> trace_fuzz.Outcome:
     except InputError as err:
         return trace_fuzz.Outcome("failure", f"the directory run stopped: {err}")
     if len(report.ranks) != good or len(failures) != bad:
-        return trace_fuzz.Outcome("failure", f"{good} good/{bad} bad, got {len(report.ranks)}/{len(failures)}")
+        return trace_fuzz.Outcome(
+            "failure", f"{good} good/{bad} bad, got {len(report.ranks)}/{len(failures)}"
+        )
     for failure in failures:
         outcome = _expect_error(failure, case.path)
         if not outcome.ok:
@@ -369,7 +395,9 @@ def _run_scan_cache(case: RobustCase) -> trace_fuzz.Outcome:
     finally:
         os.environ.pop("XDG_CONFIG_HOME", None)
     if again != truth or third.sites != truth:
-        return trace_fuzz.Outcome("failure", f"{case.variant}: the scan gave other sites than without a cache")
+        return trace_fuzz.Outcome(
+            "failure", f"{case.variant}: the scan gave other sites than without a cache"
+        )
     return trace_fuzz.Outcome("result", case.variant)
 
 
@@ -396,12 +424,17 @@ def _damage(variant: str, database: Path, key: Path, rng: random.Random) -> None
             rows = db.execute("SELECT key, sites, skipped, mac FROM entries").fetchall()
             for key_value, sites, skipped, mac in rows:
                 if variant == "rows_random":
-                    sites = rng.choice((b"[]", b"not json", b'[{"path": 1}]', sites[: len(sites) // 2], sites))
+                    sites = rng.choice(
+                        (b"[]", b"not json", b'[{"path": 1}]', sites[: len(sites) // 2], sites)
+                    )
                     skipped = rng.choice((None, "syntax error", 5, skipped))
                 else:
                     other = rng.choice(rows)
                     sites, skipped, mac = other[1], other[2], other[3]
-                db.execute("UPDATE entries SET sites = ?, skipped = ?, mac = ? WHERE key = ?", (sites, skipped, mac, key_value))
+                db.execute(
+                    "UPDATE entries SET sites = ?, skipped = ?, mac = ? WHERE key = ?",
+                    (sites, skipped, mac, key_value),
+                )
     elif variant == "key_changed":
         key.write_bytes(os.urandom(32))
     elif variant == "key_bad":

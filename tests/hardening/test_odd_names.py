@@ -74,6 +74,9 @@ def test_a_source_file_named_with_bytes_that_are_not_utf8(tmp_path: Path) -> Non
         assert paths == ["pkg\\xff/bad\\xfe.py", "pkg\\xff/m\u00e9od.py"]
     sarif = tmp_path / "s.sarif"
     assert run_cli("scan", str(tmp_path), "--sarif", str(sarif), "--no-cache").returncode == 0
-    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(sarif.read_bytes())["runs"][0]["results"]}
+    uris = {
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        for r in json.loads(sarif.read_bytes())["runs"][0]["results"]
+    }
     # the shown path (a backslash, then xff) percent-encoded: a valid URI reference
     assert uris == {"pkg%5Cxff/bad%5Cxfe.py", "pkg%5Cxff/m%C3%A9od.py"}

@@ -32,7 +32,9 @@ def mixed_ranks(own_gpu_traces: Path, tmp_path_factory: pytest.TempPathFactory) 
     """Ranks 0 and 1 real H200 traces; rank 2 truncated JSON; rank 3 a gzip bomb of 8 GiB."""
     directory = tmp_path_factory.mktemp("mixed")
     for rank in (0, 1):
-        shutil.copy(own_gpu_traces / "cudagraph_decode_stack.json.gz", directory / f"{RUN}-TP-{rank}.trace.json.gz")
+        shutil.copy(
+            own_gpu_traces / "cudagraph_decode_stack.json.gz", directory / f"{RUN}-TP-{rank}.trace.json.gz"
+        )
     (directory / f"{RUN}-TP-2.trace.json.gz").write_bytes(b'{"traceEvents": [')
     trace_bombs.whitespace_between_events(directory / f"{RUN}-TP-3.trace.json.gz")
     return directory
@@ -69,7 +71,7 @@ def test_every_directory_command_names_each_bad_rank_and_exits_2(
     if command == "explain":
         assert [r["rank"] for r in json.loads(done.stdout)["ranks"]] == [0, 1]
     else:
-        assert sorted(p.name for p in tmp_path.iterdir())[0].startswith("out-rank0")
+        assert min(p.name for p in tmp_path.iterdir()).startswith("out-rank0")
 
 
 def test_diff_of_directories_with_a_bad_rank(mixed_ranks: Path) -> None:
@@ -84,5 +86,10 @@ def test_a_directory_of_only_bad_ranks(tmp_path: Path) -> None:
     done = run_cli("explain", str(tmp_path), text=True)
     lines = done.stderr.splitlines()
     assert done.returncode == 2 and len(lines) == 65
-    assert lines[0] == f"kerneltrace: error: {tmp_path}/{RUN}-TP-0.trace.json.gz: named .gz but is not gzip data (starts with b'not a tr')"
-    assert lines[-1].startswith(f"kerneltrace: error: {tmp_path}: none of its 64 rank traces could be explained")
+    assert (
+        lines[0]
+        == f"kerneltrace: error: {tmp_path}/{RUN}-TP-0.trace.json.gz: named .gz but is not gzip data (starts with b'not a tr')"
+    )
+    assert lines[-1].startswith(
+        f"kerneltrace: error: {tmp_path}: none of its 64 rank traces could be explained"
+    )

@@ -29,7 +29,11 @@ def _scan(project: Path) -> tuple[list[tuple[str, int, str]], int, str]:
     done = run_cli("scan", str(project / "src"), "--json", env=env)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    return [(s["path"], s["line"], s["text"]) for s in data["sites"]], data["cache_hits"], done.stderr.decode()
+    return (
+        [(s["path"], s["line"], s["text"]) for s in data["sites"]],
+        data["cache_hits"],
+        done.stderr.decode(),
+    )
 
 
 def _database(project: Path) -> Path:

@@ -22,7 +22,9 @@ def _summary(analysis) -> list[tuple[str, str, int]]:
     return sorted((f.kernel, f.origin.location, f.calls) for f in analysis.findings)
 
 
-def test_a_replay_with_each_kernel_on_its_own_stream(cudagraph_document: dict, repo_root: Path, tmp_path: Path) -> None:
+def test_a_replay_with_each_kernel_on_its_own_stream(
+    cudagraph_document: dict, repo_root: Path, tmp_path: Path
+) -> None:
     """978 replayed kernels on 978 streams: merged greedily by start time (a beam over 978 streams
     took 67 s here); the origins are those of the one-stream trace."""
     document = copy.deepcopy(cudagraph_document)
@@ -31,7 +33,9 @@ def test_a_replay_with_each_kernel_on_its_own_stream(cudagraph_document: dict, r
             event["args"]["stream"] = event["tid"] = 1000 + number
     spread = write_trace(document, tmp_path / "streams.json")
     original = write_trace(cudagraph_document, tmp_path / "original.json")
-    assert _summary(explain_trace(spread, source=(repo_root,))) == _summary(explain_trace(original, source=(repo_root,)))
+    assert _summary(explain_trace(spread, source=(repo_root,))) == _summary(
+        explain_trace(original, source=(repo_root,))
+    )
 
 
 def test_annotate_keeps_args_nested_1000_deep(cudagraph_document: dict, tmp_path: Path) -> None:
@@ -93,18 +97,29 @@ def test_a_site_on_a_docstring_keeps_the_docstring(tmp_path: Path) -> None:
 
     source = '"""Module doc."""\nimport torch\n\n\ndef f(x):\n    """Function doc."""\n    return x.to(torch.float16)\n'
     sites = [
-        Site(path="m.py", line=1, col=0, kind="to", method="to", function="<module>", def_line=None, receiver="x"),
+        Site(
+            path="m.py",
+            line=1,
+            col=0,
+            kind="to",
+            method="to",
+            function="<module>",
+            def_line=None,
+            receiver="x",
+        ),
         Site(path="m.py", line=6, col=4, kind="to", method="to", function="f", def_line=5, receiver="x"),
         Site(path="m.py", line=7, col=11, kind="to", method="to", function="f", def_line=5, receiver="x"),
     ]
     result = rewrite_module(source, sites, "m.py")
     namespace: dict = {"__kt_range__": __import__("contextlib").nullcontext}
-    exec(result.compile("m.py"), namespace)
+    exec(result.compile("m.py"), namespace)  # noqa: S102  (our own rewrite of our own source)
     assert (namespace["__doc__"], namespace["f"].__doc__) == ("Module doc.", "Function doc.")
     assert [s.site.line for s in result.skipped] == [1, 6] and [s.line for s in result.placed] == [7]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
 def test_peak_bandwidth_must_be_a_finite_positive_number(own_gpu_traces: Path, value: str) -> None:
-    done = run_cli("explain", str(own_gpu_traces / "cudagraph_decode_stack.json.gz"), "--peak-gbps", value, text=True)
+    done = run_cli(
+        "explain", str(own_gpu_traces / "cudagraph_decode_stack.json.gz"), "--peak-gbps", value, text=True
+    )
     assert done.returncode == 2 and "--peak-gbps" in done.stderr and done.stderr.count("\n") == 1

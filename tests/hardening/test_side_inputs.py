@@ -86,7 +86,9 @@ def test_a_good_sites_file_reads(tmp_path: Path) -> None:
 def test_config_values_of_the_wrong_type_are_not_layer_counts(own_gpu_traces: Path, tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"num_hidden_layers": True, "num_layers": 10**30, "n_layer": "78"}))
-    done = run_cli("explain", str(own_gpu_traces / "cudagraph_decode_stack.json.gz"), "--config", str(config), text=True)
+    done = run_cli(
+        "explain", str(own_gpu_traces / "cudagraph_decode_stack.json.gz"), "--config", str(config), text=True
+    )
     assert done.returncode == 2 and "no layer count in the config" in done.stderr
 
 
@@ -122,7 +124,9 @@ def test_a_catastrophic_user_regex_is_stopped_and_named(tmp_path: Path) -> None:
     (source / "m.py").write_text(f"def f(x):\n    return {'a' * 60}_.float()\n")
     done = run_cli("scan", str(source), "--rules", str(tmp_path), "--no-cache", text=True, timeout=60)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith(f"kerneltrace: error: {tmp_path / 'slow.toml'}: regular expression '^(a|aa)+$' ran over")
+    assert done.stderr.startswith(
+        f"kerneltrace: error: {tmp_path / 'slow.toml'}: regular expression '^(a|aa)+$' ran over"
+    )
 
 
 def test_kerneltrace_sites_fifo_does_not_hold_up_the_plugin(tmp_path: Path, monkeypatch, caplog) -> None:

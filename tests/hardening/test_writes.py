@@ -55,7 +55,9 @@ def test_outputs_that_are_not_files_are_refused_in_one_line(trace: Path, tmp_pat
         os.mkfifo(path)
     done = run_cli("graph", str(trace), "-o", str(path), text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    done = run_cli("scan", str(Path(__file__).parent), "--sarif", str(path), "--no-cache", text=True, timeout=120)
+    done = run_cli(
+        "scan", str(Path(__file__).parent), "--sarif", str(path), "--no-cache", text=True, timeout=120
+    )
     assert done.returncode == 2 and str(path) in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
@@ -106,4 +108,3 @@ def test_the_capture_trace_is_written_when_nothing_is_planted(tmp_path: Path) ->
     sglang_capture.write_trace(profiler, target)
     assert b"traceEvents" in gzip.decompress(target.read_bytes())
     assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
-

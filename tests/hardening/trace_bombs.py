@@ -30,7 +30,9 @@ def _repeated(pattern: bytes, total: int) -> list[bytes]:
 
 def whitespace_between_events(path: Path, total: int = 8 << 30) -> Path:
     """Valid JSON: two events with `total` bytes of spaces and newlines between them."""
-    parts = [_member(HEAD + EVENT + b",")] + _repeated(b" " * 63 + b"\n", total) + [_member(b"\n" + EVENT + TAIL)]
+    parts = (
+        [_member(HEAD + EVENT + b",")] + _repeated(b" " * 63 + b"\n", total) + [_member(b"\n" + EVENT + TAIL)]
+    )
     path.write_bytes(b"".join(parts))
     return path
 

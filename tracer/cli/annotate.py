@@ -32,10 +32,9 @@ def command(
     Nothing else in the trace changes.
     """
     from tracer.api import attribute_trace
+    from tracer.output_files import protect_inputs
     from tracer.render.annotate import write_annotated_trace
     from tracer.render.escape import terminal
-
-    from tracer.output_files import protect_inputs
 
     protect_inputs([trace, sites, *capture])
     attributions = attribute_trace(trace, source=source, sites=sites, capture=capture)

@@ -106,9 +106,7 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--config", type=click.Path(exists=True, dir_okay=False), help="Model config.json (layer count)."
         ),
         click.option("--step-range", help="Name (or prefix) of the record_function range that is one step."),
-        click.option(
-            "--peak-gbps", type=PositiveNumber(), help="Device peak bandwidth, GB/s."
-        ),
+        click.option("--peak-gbps", type=PositiveNumber(), help="Device peak bandwidth, GB/s."),
         capture_option,
         *window_options(),
     ]

@@ -143,9 +143,8 @@ def _scan_with_progress(scan, targets, rules_dirs, include, jobs, no_cache):
 def _write_sarif(destination: str, sites, rules, skipped) -> None:
     import orjson
 
-    from tracer.render.sarif import sarif_log
-
     from tracer.output_files import json_ready
+    from tracer.render.sarif import sarif_log
 
     log = sarif_log(sites, rules, skipped=skipped)
     try:

@@ -8,7 +8,6 @@ frames lose their plumbing (``_call_impl``, decorators' wrappers) and borrow the
 from __future__ import annotations
 
 import hashlib
-
 import posixpath
 import re
 from dataclasses import dataclass, replace
@@ -190,6 +189,8 @@ def _elided(steps: list[Step]) -> list[Step]:
         return steps
     head, tail = 8, MAX_PATH_STEPS - 9
     hidden = steps[head : len(steps) - tail]
-    digest = hashlib.blake2b("\0".join(f"{s.kind}:{s.key}" for s in hidden).encode("utf-8", "surrogatepass"), digest_size=6)
+    digest = hashlib.blake2b(
+        "\0".join(f"{s.kind}:{s.key}" for s in hidden).encode("utf-8", "surrogatepass"), digest_size=6
+    )
     label = f"… {len(hidden)} more nested ranges and frames"
     return [*steps[:head], Step(SCOPE, f"<elided {digest.hexdigest()}>", label, detail=label), *steps[-tail:]]

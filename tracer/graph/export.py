@@ -57,5 +57,7 @@ def write_graph(graph: nx.DiGraph, path: str | Path) -> Path:
     if suffix == ".graphml":
         data = b"".join(line.encode() + b"\n" for line in nx.generate_graphml(to_graphml_ready(graph)))
     else:
-        data = orjson.dumps(json_ready(node_link(graph)), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        data = orjson.dumps(
+            json_ready(node_link(graph)), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+        )
     return write_output(path, data)

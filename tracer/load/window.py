@@ -146,7 +146,9 @@ def _first_pass(path: Path, *, want_steps: bool) -> tuple[int | None, int | None
 def _first_pass_whole(path: Path, steps: dict[int, tuple[int, int]]):
     try:
         document = orjson.loads(
-            read_all(path, max_bytes=whole_parse_limit(), why="the memory available for a document parsed whole")
+            read_all(
+                path, max_bytes=whole_parse_limit(), why="the memory available for a document parsed whole"
+            )
         )
     except orjson.JSONDecodeError as err:
         raise InputError(path, f"not JSON: {err}") from None

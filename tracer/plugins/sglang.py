@@ -260,7 +260,9 @@ def _min_risk() -> float:
     except ValueError:
         value = float("nan")
     if not 0 <= value <= 100:  # also false for nan
-        logger.warning("kerneltrace: %s=%r is not a risk 0..100; using %g", MIN_RISK_ENV, text, DEFAULT_MIN_RISK)
+        logger.warning(
+            "kerneltrace: %s=%r is not a risk 0..100; using %g", MIN_RISK_ENV, text, DEFAULT_MIN_RISK
+        )
         return DEFAULT_MIN_RISK
     return value
 

@@ -237,9 +237,12 @@ def write_trace(profiler: Any, path: Path) -> Path:
         profiler.export_chrome_trace(str(plain))
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
         created = True
-        with open(plain, "rb") as source, os.fdopen(fd, "wb") as raw:
-            with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6) as target:
-                shutil.copyfileobj(source, target, 1 << 20)
+        with (
+            open(plain, "rb") as source,
+            os.fdopen(fd, "wb") as raw,
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6) as target,
+        ):
+            shutil.copyfileobj(source, target, 1 << 20)
         os.replace(partial, path)
     except BaseException:
         if created:

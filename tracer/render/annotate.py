@@ -17,12 +17,12 @@ from typing import IO, Any
 import orjson
 
 from tracer.errors import InputError
+from tracer.explain.diff import origin_where
 from tracer.load.chunks import EventChunks, Unchunkable, parse_array
 from tracer.load.memory import whole_parse_limit
 from tracer.load.source import read_all, read_blocks
-from tracer.output_files import output_file, protect_inputs
-from tracer.explain.diff import origin_where
 from tracer.model import Attributions, Origin
+from tracer.output_files import output_file, protect_inputs
 
 ADDED_KEYS = ("origin", "site", "source", "rule", "confidence")
 
@@ -131,7 +131,9 @@ def write_annotated_trace(attributions: Attributions, out_path: str | Path) -> A
     return AnnotateSummary(str(out_path), len(attributions), annotated, with_line, origins)
 
 
-def _write_streamed(source: Path, updates: dict[int, dict[str, Any]], handle: IO[bytes], compress: bool) -> int:
+def _write_streamed(
+    source: Path, updates: dict[int, dict[str, Any]], handle: IO[bytes], compress: bool
+) -> int:
     chunks = EventChunks(read_blocks(source))
     annotated = first = 0
     with _maybe_gzip(handle, compress) as out:
@@ -177,6 +179,8 @@ def _dumps(value: Any) -> bytes:
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(limit, 20_000))  # orjson reads at most 1024 levels: far below this
         try:
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+                "utf-8", "surrogatepass"
+            )
         finally:
             sys.setrecursionlimit(limit)

@@ -12,10 +12,10 @@ from typing import Any
 import networkx as nx
 
 from tracer.errors import InputError
-from tracer.output_files import check_output, write_output
 from tracer.graph.build import KERNEL, OTHER, ROOT
 from tracer.graph.context import FUNCTION, OPS, SCOPE, SITE
 from tracer.graph.labels import Line, NodeText, format_share, node_text
+from tracer.output_files import check_output, write_output
 from tracer.render.escape import dot_html, dot_string
 
 RENDER_SUFFIXES = (".svg", ".png", ".pdf", ".dot")

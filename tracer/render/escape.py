@@ -70,4 +70,3 @@ def terminal(text: Any) -> str:
     from rich.markup import escape
 
     return escape(strip_control(text))
-

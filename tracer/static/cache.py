@@ -94,7 +94,9 @@ class ScanCache:
             directory.mkdir(parents=True, exist_ok=True)
             self._db = self._connect()
         except (OSError, sqlite3.Error, ValueError) as err:
-            if isinstance(err, (sqlite3.DatabaseError, ValueError)) and not isinstance(err, sqlite3.OperationalError):
+            if isinstance(err, (sqlite3.DatabaseError, ValueError)) and not isinstance(
+                err, sqlite3.OperationalError
+            ):
                 self._rebuild(f"not a kerneltrace cache ({err})")
             elif "locked" in str(err):
                 warn_once("locked", f"scan cache {self.path} is in use by another scan: scanning without it")
@@ -130,7 +132,9 @@ class ScanCache:
             self._db = self._connect()
             warn_once("rebuilt", f"scan cache {self.path} was {why}: rebuilt it")
         except (OSError, sqlite3.Error, ValueError) as err:
-            warn_once("open", f"scan cache {self.path} was {why} and cannot be rebuilt ({err}): scanning without it")
+            warn_once(
+                "open", f"scan cache {self.path} was {why} and cannot be rebuilt ({err}): scanning without it"
+            )
 
     def lookup(self, entries: list[tuple[str, str, bytes]]) -> dict[str, tuple[list[Site], str | None]]:
         """For (key, relative path, source bytes) entries: the cached (sites, skip reason) of those whose
@@ -164,7 +168,9 @@ class ScanCache:
             except (BadSite, ValueError, TypeError, orjson.JSONDecodeError):
                 bad.append(key)
         if bad:
-            warn_once("entries", f"scan cache {self.path}: {len(bad)} entries did not match their files: rescanned")
+            warn_once(
+                "entries", f"scan cache {self.path}: {len(bad)} entries did not match their files: rescanned"
+            )
             with contextlib.suppress(sqlite3.Error), self._db:
                 self._db.executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in bad])
         return found
@@ -199,16 +205,18 @@ class ScanCache:
             self._db = None
 
 
-def checked_entry(blob: object, skipped: object, relative: str, source: bytes) -> tuple[list[Site], str | None]:
+def checked_entry(
+    blob: object, skipped: object, relative: str, source: bytes
+) -> tuple[list[Site], str | None]:
     """A cache row as (sites, skip reason), or ValueError: the row's types, and each site against the
     file being scanned (its path, its line range)."""
     if not isinstance(blob, bytes):
-        raise ValueError("sites are not a JSON blob")
+        raise TypeError("sites are not a JSON blob")
     if skipped is not None and (not isinstance(skipped, str) or len(skipped) > MAX_SKIP_REASON):
         raise ValueError("skip reason is not a short text")
     data = orjson.loads(blob)
     if not isinstance(data, list):
-        raise ValueError("sites are not a list")
+        raise TypeError("sites are not a list")
     sites = [site_from_json(item) for item in data]
     if sites:
         lines = source.count(b"\n") + 1

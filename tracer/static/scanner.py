@@ -263,7 +263,9 @@ def scan(
                 if isinstance(reason, str):
                     results[index] = FileScan((), reason)
             keys = {i: entry_key(files[i].relative, s, rules.digest) for i, s in sources.items()}
-            cached = cache.lookup([(keys[i], files[i].relative, s) for i, s in sources.items()]) if cache else {}
+            cached = (
+                cache.lookup([(keys[i], files[i].relative, s) for i, s in sources.items()]) if cache else {}
+            )
             for index in sources:
                 if keys[index] in cached:
                     sites, skipped = cached[keys[index]]

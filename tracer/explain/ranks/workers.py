@@ -155,7 +155,9 @@ def _explain_rank_or_error(
     except InputError as err:
         return err
     except MemoryError:
-        return InputError(path, "ran out of memory while explaining this trace: explain it alone, or a part of it (--steps)")
+        return InputError(
+            path, "ran out of memory while explaining this trace: explain it alone, or a part of it (--steps)"
+        )
 
 
 def _explain_rank(path: str, captures: list[str], explain_kwargs: dict[str, Any]) -> RankResult:
