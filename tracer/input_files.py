@@ -40,7 +40,7 @@ def read_side_input(path: str | Path, what: str, max_bytes: int) -> bytes:
         if info.st_size > max_bytes:
             raise InputError(path, f"too large for a {what} file ({info.st_size:,} bytes > {max_bytes:,})")
         with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(max_bytes + 1)
+            data = handle.read(min(max_bytes, info.st_size) + 1)  # read(n) reserves n bytes up front
     except OSError as err:
         raise InputError(path, f"cannot read ({what}): {err.strerror or err}") from None
     finally:

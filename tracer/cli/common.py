@@ -42,6 +42,10 @@ def reports_input_errors(func: F) -> F:
         except OSError as err:
             where = err.filename if err.filename is not None else "kerneltrace"
             _print_errors([*_deferred, InputError(where, err.strerror or str(err))])
+        except MemoryError:  # the machine's state, not a bug: loads are budgeted, but others use memory too
+            _print_errors(
+                [*_deferred, InputError("kerneltrace", "ran out of memory (see --steps, --window)")]
+            )
         if _deferred:
             _print_errors(_deferred)
         return result

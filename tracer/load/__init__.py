@@ -13,7 +13,7 @@ from tracer.errors import InputError
 from tracer.load.chunks import Unchunkable, parse_in_chunks
 from tracer.load.columns import EventTableBuilder
 from tracer.load.fast import add_chunk
-from tracer.load.memory import check_memory, json_size, streaming_limit, whole_parse_limit
+from tracer.load.memory import check_memory, json_size, streaming_limit, way_forward, whole_parse_limit
 from tracer.load.meta import trace_meta
 from tracer.load.parallel import parse_in_workers, worker_count
 from tracer.load.source import check_readable, is_gzip, read_all, read_blocks
@@ -30,10 +30,17 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> Trace:
     while parsing, so a trace too big for memory can still be explained piece by piece.
 
     Raises `InputError` (one line) for a missing, truncated, non-JSON or non-trace file, a trace with
-    no duration events, or one that would not fit in the memory available (saying how to proceed).
+    no duration events, or one that would not fit in the memory available (saying how to proceed;
+    also when memory runs out anyway: the estimate is an estimate, other processes use memory too).
     A trace without GPU events loads, with a note.
     """
-    path = Path(path)
+    try:
+        return _load(Path(path), window)
+    except MemoryError:
+        raise InputError(path, f"ran out of memory while loading it; {way_forward()}") from None
+
+
+def _load(path: Path, window: TraceWindow | None) -> Trace:
     check_readable(path)  # before anything opens it: a FIFO would block the size probe below
     size = json_size(path, is_gzip(path))
     bounds = resolve_window(path, window) if window is not None else None
@@ -46,6 +53,9 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> Trace:
     # the memory allows; a windowed one keeps only its window, so only the bomb check applies.
     limit = streaming_limit() if bounds is None else None
     gc_was_enabled = gc.isenabled()
+    # An earlier load's frozen objects become collectable again: frozen, any that later turn into
+    # cyclic garbage (a process explaining rank after rank) would never be freed.
+    gc.unfreeze()
     gc.disable()  # the parse allocates millions of small objects, none of them cyclic
     try:
         builder = EventTableBuilder(bounds)
