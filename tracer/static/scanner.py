@@ -24,6 +24,7 @@ from tracer.static.files import SourceFile, discover
 from tracer.static.rules import RuleSet, load_rule_set
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # generated tables and vendored blobs: not code worth mapping
+MAX_HIT_LINES = 5_000  # sglang's busiest file has a few hundred
 _IN_PROCESS_BYTES = 1_500_000  # below this much uncached source, workers cost more than they save
 _CHUNK_BYTES = 400_000
 NESTED_TOO_DEEP = "cannot parse: nested too deeply for Python's parser"
@@ -136,6 +137,8 @@ def scan_source(
     hits = fastscan.hit_lines(raw, pattern, aliases)
     if not hits:
         return FileScan(())
+    if len(hits) > MAX_HIT_LINES:  # generated code or data: each site costs ~1 ms to place and score
+        return FileScan((), f"{len(hits):,} lines hold candidate sites (over {MAX_HIT_LINES:,}): generated code? not scanned")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in the scanned code are not ours
