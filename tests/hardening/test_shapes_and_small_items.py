@@ -123,3 +123,26 @@ def test_peak_bandwidth_must_be_a_finite_positive_number(own_gpu_traces: Path, v
         "explain", str(own_gpu_traces / "cudagraph_decode_stack.json.gz"), "--peak-gbps", value, text=True
     )
     assert done.returncode == 2 and "--peak-gbps" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_ranges_nested_5000_deep_are_cut_with_a_note(
+    cudagraph_document: dict, repo_root: Path, tmp_path: Path
+) -> None:
+    """The join builds each context chain from its prefixes: depth^2. Ranges beyond 256 in a thread
+    are left out while loading (real profiles nest tens), and the rest is explained as before."""
+    document = copy.deepcopy(cudagraph_document)
+    timed = [e for e in document["traceEvents"] if isinstance(e.get("ts"), (int, float))]
+    start = min(e["ts"] for e in timed) - 1
+    end = max(e["ts"] + (e.get("dur") or 0) for e in timed) + 1
+    cpu = next(e for e in timed if e.get("cat") == "cpu_op")
+    for level in range(5000):
+        document["traceEvents"].append(
+            {"ph": "X", "cat": "user_annotation", "name": f"range{level}", "pid": cpu["pid"], "tid": cpu["tid"],
+             "ts": start + level * 1e-3, "dur": end - start - 2 * level * 1e-3}
+        )  # fmt: skip
+    analysis = explain_trace(write_trace(document, tmp_path / "deep.json"), source=(repo_root,))
+    assert any(note.startswith("left out 4744 events nested deeper") for note in analysis.notes)
+    original = explain_trace(write_trace(cudagraph_document, tmp_path / "original.json"), source=(repo_root,))
+    assert [(f.kernel, f.origin.location) for f in analysis.findings] == [
+        (f.kernel, f.origin.location) for f in original.findings
+    ]

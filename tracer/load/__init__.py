@@ -12,6 +12,7 @@ import orjson
 from tracer.errors import InputError
 from tracer.load.chunks import Unchunkable, parse_in_chunks
 from tracer.load.columns import EventTableBuilder
+from tracer.load.depth import without_deep_nesting
 from tracer.load.fast import add_chunk
 from tracer.load.memory import check_memory, json_size, streaming_limit, way_forward, whole_parse_limit
 from tracer.load.meta import trace_meta
@@ -124,6 +125,12 @@ def _finish(path: Path, top: dict[str, Any], builder: EventTableBuilder, notes: 
                 '("ts" missing, not a number, or out of range): nothing to analyse',
             )
         raise InputError(path, 'profiler trace with no duration events ("ph": "X"): nothing to analyse')
+    table, too_deep = without_deep_nesting(table)
+    if too_deep:
+        notes.append(
+            f"left out {too_deep} events nested deeper than any profile nests them "
+            "(over 256 ranges or ops, or 1,100 Python frames, in one thread)"
+        )
     cats = set(table.cat)
     has_python = Cat.PYTHON_FUNCTION in cats
     meta = trace_meta(path, top, has_python=has_python, has_call_from=builder.call_from)
