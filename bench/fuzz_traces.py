@@ -120,6 +120,13 @@ def main() -> int:
     parser.add_argument("--results", type=Path, help="write the outcome table (markdown) here")
     parser.add_argument("--progress-every", type=int, default=500)
     parser.add_argument(
+        "--recycle-every",
+        type=int,
+        default=100,
+        help="start a fresh pipeline process after this many cases, as each command is one process "
+        "(a long-lived one's heap fragments: its address space, which the memory budget counts, only grows)",
+    )
+    parser.add_argument(
         "--classes",
         default=",".join(ALL_CLASSES),
         help=f"comma-separated classes to draw from, in equal shares (of {', '.join(ALL_CLASSES)})",
@@ -154,6 +161,9 @@ def main() -> int:
     loop_start = time.perf_counter()
     try:
         for number in range(args.cases):
+            if number and args.recycle_every and number % args.recycle_every == 0:
+                worker.stop()
+                worker = Worker(args.memory_limit_mb << 20)
             kind_of_case = classes[number % len(classes)]
             if kind_of_case == "trace":
                 case, path = trace_fuzz.make_case(seeds, rng, work, number)
