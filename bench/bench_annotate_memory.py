@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_explain import SOURCE, build_large_trace  # noqa: E402
+from bench_explain import SOURCE, build_large_trace
 
 
 def peak(*args: str) -> tuple[int, float, int]:

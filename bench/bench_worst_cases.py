@@ -3,8 +3,8 @@ in streams, threads, ranks, names or nesting, and every decompression bomb is re
 1 GB.
 
 Each shape is made from the real H200 CUDA-graph trace (tests/fixtures/gpu/cudagraph_decode_stack:
-14k events, 978 replayed kernels) and timed through explain + graph + DOT source + HTML (no `dot`
-layout), best of --repeat runs in this process, against the unchanged trace (or, for added events, the
+5.5k events, 978 replayed kernels) and timed through explain + graph + DOT source + HTML as the
+commands make them by default (top 12 drawn, top 20 reported; no `dot` layout), best of --repeat runs in this process, against the unchanged trace (or, for added events, the
 trace with the same number of events added flat). Ranks: a directory of N copies against N times one
 rank. Bombs: each in a fresh process under a 4 GB address-space cap, wall time and peak RSS.
 
@@ -44,9 +44,9 @@ def run_everything(path: Path) -> None:
     from tracer.render.html import render_report
 
     analysis = explain_trace(path, source=(REPO,))
-    graph = build_graph(analysis)
+    graph = build_graph(analysis, top=12)  # what `kerneltrace graph` and `report` draw by default
     to_dot(graph).source  # noqa: B018
-    render_report(analysis)
+    render_report(analysis, top=20)
 
 
 def best_of(repeat: int, action) -> float:

@@ -201,28 +201,29 @@ def _rule_file(rng: random.Random) -> bytes:
     return f'[[factor]]\nid = "f"\non = {on}\nweight = {weight}\nreason = "r"\npattern = {json.dumps(pattern)}\n'.encode()
 
 
-_ODD_NAME_BYTES = (
-    b"n\xffame",
-    b"\xe9t\xe9",
-    b"\x1b[31mred",
-    b"sp ace",
-    b"\xef\xbf\xbfnonchar",
-    b"tab\there",
-    b"-dash",
-    b"x" * 200,
+_ODD_NAMES = (  # (variant, the file name's bytes)
+    ("not_utf8", b"n\xffame"),
+    ("latin1", b"\xe9t\xe9"),
+    ("escape", b"\x1b[31mred"),
+    ("space", b"sp ace"),
+    ("noncharacter", b"\xef\xbf\xbfnonchar"),
+    ("tab", b"tab\there"),
+    ("dash", b"-dash"),
+    ("long", b"x" * 200),
 )
 
 
 def _odd_path(seeds, rng: random.Random, base: Path) -> RobustCase:
     base.mkdir()
-    name = rng.choice(_ODD_NAME_BYTES) + rng.choice((b".json", b".json.gz"))
+    variant, stem = rng.choice(_ODD_NAMES)
+    name = stem + rng.choice((b".json", b".json.gz"))
     path = Path(os.fsdecode(os.fsencode(str(base)) + b"/" + name))
     document = copy.deepcopy(rng.choice(seeds)[1])
     for mutation in rng.sample(("hostile_names", "hostile_call_from", "odd_frames"), rng.randint(0, 2)):
         DOCUMENT_MUTATIONS[mutation](document, rng)
     data = kineto_json(document)
     path.write_bytes(gzip.compress(data, 1) if name.endswith(b".gz") else data)
-    return RobustCase("odd_path", os.fsencode(path.name).decode("ascii", "backslashreplace")[:40], path)
+    return RobustCase("odd_path", f"{variant}{name[len(stem) :].decode()}", path)
 
 
 def _many_streams(seeds, rng: random.Random, base: Path) -> RobustCase:
