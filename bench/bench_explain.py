@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = REPO.parent / "shared" / "fixtures" / "gpu-traces" / "hf_llama_generate_stack.json.gz"
+SOURCE = REPO / "tests" / "fixtures" / "transformers" / "hf_llama_generate_stack.json.gz"
 SOURCE_ROOT = REPO / "build" / "src" / "transformers-5.17.0"  # the code behind SOURCE (`make setup`)
 
 # ---------------------------------------------------------------------------------------------------

@@ -11,6 +11,13 @@ kills it when one case takes longer than --case-timeout. Every case must end in 
 `InputError` naming the file; anything else is counted (and its file kept) as a failure.
 
     nohup python bench/fuzz_traces.py --cases 10000 --results bench/FUZZ_RESULTS.md > fuzz.log 2>&1 &
+
+Besides single trace files ("trace"), `--classes` draws the classes of issue #17 from
+tests/hardening/robust_cases.py: decompression bombs (several shapes, 1-8 GiB, through explain,
+--capture, annotate and --window), directories of ranks with bad ones, damaged scan caches, bad side
+inputs (--config, --sites, rule files: FIFOs, /dev/zero, deep, huge numbers, wrong types), odd file
+names (bytes that are not UTF-8, escapes, U+FFFF) and pathological shapes (a stream or thread per
+event, a name per event, ranges nested thousands deep). Each bomb's time and peak memory are kept.
 """
 
 from __future__ import annotations
@@ -32,7 +39,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "hardening"))
 
+import robust_cases
 import trace_fuzz
+
+ALL_CLASSES = ("trace", *robust_cases.CLASSES)
 
 
 def _worker(connection, memory_limit: int) -> None:
@@ -44,11 +54,15 @@ def _worker(connection, memory_limit: int) -> None:
 
     while True:
         try:
-            path, options = connection.recv()
+            kind, case = connection.recv()
         except EOFError:
             return
         try:
-            outcome = trace_fuzz.run_pipeline(Path(path), options)
+            if kind == "trace":
+                path, options = case
+                outcome = trace_fuzz.run_pipeline(Path(path), options)
+            else:
+                outcome = robust_cases.run_case(case)
         except MemoryError:
             outcome = trace_fuzz.Outcome("failure", "MemoryError: over the worker's memory limit")
         connection.send((outcome.kind, outcome.detail, _peak_rss_kib()))
@@ -75,9 +89,9 @@ class Worker:
         self.process.start()
         child.close()
 
-    def run(self, path: Path, options: tuple, timeout: float) -> tuple[str, str, int] | None:
+    def run(self, kind: str, case: object, timeout: float) -> tuple[str, str, int] | None:
         """(kind, detail, peak KiB), or None when the case ran past `timeout` or killed the worker."""
-        self.connection.send((str(path), options))
+        self.connection.send((kind, case))
         if not self.connection.poll(timeout):
             return None
         try:
@@ -105,7 +119,23 @@ def main() -> int:
     parser.add_argument("--keep-failures", type=Path, default=REPO / "build" / "fuzz-failures")
     parser.add_argument("--results", type=Path, help="write the outcome table (markdown) here")
     parser.add_argument("--progress-every", type=int, default=500)
+    parser.add_argument(
+        "--recycle-every",
+        type=int,
+        default=100,
+        help="start a fresh pipeline process after this many cases, as each command is one process "
+        "(a long-lived one's heap fragments: its address space, which the memory budget counts, only grows)",
+    )
+    parser.add_argument(
+        "--classes",
+        default=",".join(ALL_CLASSES),
+        help=f"comma-separated classes to draw from, in equal shares (of {', '.join(ALL_CLASSES)})",
+    )
     args = parser.parse_args()
+    classes = [c.strip() for c in args.classes.split(",") if c.strip()]
+    unknown = set(classes) - set(ALL_CLASSES)
+    if unknown:
+        parser.error(f"unknown classes {sorted(unknown)}")
 
     rng = random.Random(args.seed)
     started = time.perf_counter()
@@ -120,6 +150,10 @@ def main() -> int:
     failures: collections.Counter[str] = collections.Counter()
     writers: collections.Counter[tuple[str, str]] = collections.Counter()
     mutations: collections.Counter[str] = collections.Counter()
+    by_class: collections.Counter[tuple[str, str]] = collections.Counter()
+    variants: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    slowest_by_class: dict[str, float] = collections.defaultdict(float)
+    bombs: list[tuple[float, int, str]] = []
     slowest = (0.0, "")
     peak_kib = 0
     kept = 0
@@ -127,10 +161,20 @@ def main() -> int:
     loop_start = time.perf_counter()
     try:
         for number in range(args.cases):
-            case, path = trace_fuzz.make_case(seeds, rng, work, number)
-            mutations.update(case.mutations or ("(none)",))
+            if number and args.recycle_every and number % args.recycle_every == 0:
+                worker.stop()
+                worker = Worker(args.memory_limit_mb << 20)
+            kind_of_case = classes[number % len(classes)]
+            if kind_of_case == "trace":
+                case, path = trace_fuzz.make_case(seeds, rng, work, number)
+                mutations.update(case.mutations or ("(none)",))
+                message: object = (str(path), case.options)
+                variant = case.writer
+            else:
+                case = robust_cases.make_case(kind_of_case, seeds, rng, work, number)
+                path, message, variant = case.path, case, case.variant
             begun = time.perf_counter()
-            answer = worker.run(path, case.options, args.case_timeout)
+            answer = worker.run(kind_of_case, message, args.case_timeout)
             took = time.perf_counter() - begun
             if answer is None:
                 kind, detail = "hang", f"no answer within {args.case_timeout:.0f} s"
@@ -143,8 +187,16 @@ def main() -> int:
                 peak_kib = max(peak_kib, case_peak)
             if took > slowest[0]:
                 slowest = (took, case.label)
+            slowest_by_class[kind_of_case] = max(slowest_by_class[kind_of_case], took)
             outcomes[kind] += 1
-            writers[(case.writer, kind)] += 1
+            by_class[(kind_of_case, kind)] += 1
+            variants[(kind_of_case, variant.split("-")[0], kind)] += 1
+            if kind_of_case == "trace":
+                writers[(case.writer, kind)] += 1
+            if kind_of_case == "bomb" and "[bomb " in detail:
+                seconds, peak = detail.split("[bomb ")[1].rstrip("]").split(" s ")
+                bombs.append((float(seconds), int(peak.split()[0]), case.variant))
+                detail = detail.split(" [bomb ")[0]
             if kind == "input_error":
                 errors[detail] += 1
             elif kind != "result":
@@ -152,12 +204,15 @@ def main() -> int:
                 failures[f"{kind}: {headline}"] += 1
                 if kept < 200:
                     args.keep_failures.mkdir(parents=True, exist_ok=True)
-                    target = args.keep_failures / f"{number}-{path.name}"
-                    shutil.copy(path, target)
-                    target.with_suffix(target.suffix + ".txt").write_text(f"{case.label}\n\n{detail}\n")
+                    target = args.keep_failures / f"{number}-{kind_of_case}"
+                    if path.is_dir():
+                        shutil.copytree(path, target, symlinks=True, ignore_dangling_symlinks=True)
+                    elif path.is_file():
+                        shutil.copy(path, target)
+                    Path(f"{target}.txt").write_text(f"{case.label}\n\n{detail}\n")
                     kept += 1
                 print(f"case {number} {case.label}: {kind}\n{detail}", flush=True)
-            path.unlink()
+            _remove(work, number)
             if (number + 1) % args.progress_every == 0:
                 rate = (number + 1) / (time.perf_counter() - loop_start)
                 print(f"{number + 1} cases, {rate:.1f}/s: {dict(outcomes)}", flush=True)
@@ -169,10 +224,63 @@ def main() -> int:
     report = results_markdown(
         args, len(seeds), outcomes, errors, failures, writers, mutations, slowest, peak_kib, wall
     )
+    report += class_markdown(classes, by_class, variants, slowest_by_class, bombs)
     print(report)
     if args.results:
         args.results.write_text(report)
     return 0 if not failures and not outcomes["hang"] else 1
+
+
+def _remove(work: Path, number: int) -> None:
+    """Everything case `number` wrote (a file, a directory, a FIFO, odd names)."""
+    for entry in work.iterdir():
+        name = os.fsencode(entry.name)
+        if name == f"case{number}".encode() or name.startswith(
+            (f"case{number}.".encode(), f"case{number}-".encode())
+        ):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def class_markdown(classes, by_class, variants, slowest_by_class, bombs) -> str:
+    lines = [
+        "",
+        "## By class (issue #17)",
+        "",
+        "| class | cases | result | one-line error | failure | hang | slowest case (s) |",
+        "| --- | --: | --: | --: | --: | --: | --: |",
+    ]
+    for name in classes:
+        counts = [by_class[(name, k)] for k in ("result", "input_error", "failure", "hang")]
+        lines.append(
+            f"| {name} | {sum(counts)} | "
+            + " | ".join(map(str, counts))
+            + f" | {slowest_by_class[name]:.2f} |"
+        )
+    if bombs:
+        worst_time = max(bombs)
+        worst_peak = max(bombs, key=lambda b: b[1])
+        lines += [
+            "",
+            (
+                f"Bombs: {len(bombs)} refused; slowest refusal {worst_time[0]:.2f} s ({worst_time[2]}), highest "
+                f"peak resident memory of the pipeline process during a refusal {worst_peak[1]} MB ({worst_peak[2]})."
+            ),
+        ]
+    lines += [
+        "",
+        "## Variants within each class",
+        "",
+        "| class | variant | result | one-line error | failure | hang |",
+    ]
+    lines.append("| --- | --- | --: | --: | --: | --: |")
+    seen = sorted({(c, v) for c, v, _ in variants if c != "trace"})
+    for c, v in seen:
+        counts = [variants[(c, v, k)] for k in ("result", "input_error", "failure", "hang")]
+        lines.append(f"| {c} | {v} | " + " | ".join(map(str, counts)) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def results_markdown(
@@ -183,7 +291,8 @@ def results_markdown(
         "# Fuzzing the trace pipeline: results",
         "",
         (
-            f"`python bench/fuzz_traces.py --cases {args.cases} --seed {args.seed}` (seeded mutation loop over "
+            f"`python bench/fuzz_traces.py --cases {args.cases} --seed {args.seed} --classes {args.classes}` "
+            f"(seeded mutation loop over "
             f"{seed_count} real seed traces; each case runs explain_trace, build_graph, DOT source, HTML "
             "report, markdown, the rich table and JSON in a worker process limited to "
             f"{args.memory_limit_mb} MB of address space, killed after {args.case_timeout:.0f} s)."

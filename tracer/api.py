@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import orjson
-
 from tracer.errors import InputError
 from tracer.load.window import TraceWindow
 from tracer.model.events import Trace
@@ -100,25 +98,37 @@ def attribute_trace(
 
 
 def _check_roots(source: Sequence[str | Path]) -> list[Path]:
-    roots = [Path(p) for p in source]
-    for root in roots:
-        if not root.exists():
+    """The --source roots, each an existing directory or file, resolved (symlinks followed once, here):
+    what is read under them is judged against where they really are."""
+    roots = []
+    for raw in source:
+        root = Path(raw)
+        try:
+            exists = root.exists()
+        except (OSError, ValueError):
+            exists = False
+        if not exists:
             raise InputError(root, "no such source directory or file (--source)")
+        roots.append(root.resolve())
     return roots
 
 
 def read_sites(path: Path) -> list[Site]:
-    """Sites from a ``kerneltrace scan --json`` file: a list of sites, or an object with a "sites" list."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise InputError(path, "no such sites file (--sites)") from None
-    except (OSError, orjson.JSONDecodeError) as err:
-        raise InputError(path, f"not a JSON sites file ({err})") from None
+    """Sites from a ``kerneltrace scan --json`` file: a list of sites, or an object with a "sites" list.
+
+    Read like a trace (a regular file, bounded in size and depth) and every field checked: a bad file
+    is one line naming it and the site that is wrong."""
+    from tracer.input_files import MAX_SITES_BYTES, read_json_side_input
+    from tracer.static.sites_json import BadSite, site_from_json
+
+    data = read_json_side_input(path, "--sites", MAX_SITES_BYTES)
     items = data.get("sites") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise InputError(path, 'not a sites file: expected a list of sites or an object with a "sites" list')
-    try:
-        return [Site.from_dict(item) for item in items]
-    except (TypeError, AttributeError) as err:
-        raise InputError(path, f"not a sites file: a site could not be read ({err})") from None
+    sites = []
+    for number, item in enumerate(items, 1):
+        try:
+            sites.append(site_from_json(item))
+        except BadSite as err:
+            raise InputError(path, f"not a sites file: site {number}: {err}") from None
+    return sites

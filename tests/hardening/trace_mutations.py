@@ -36,6 +36,7 @@ HOSTILE_TEXT = (
     "日本語 😀 \u0301combining \ufeffbom",
     "&amp; &lt; &#x27; <!-- comment -->",
     "{brace} <angle> 'quote'",
+    "\uffff\ufffe noncharacters \U0010ffff \U0001fffe",
 )
 
 # Values of the wrong type (or out of range) for any field.

@@ -19,7 +19,7 @@ from tracer.model.events import INT_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_TRACES = [
-    *sorted((REPO.parent / "shared" / "fixtures" / "gpu-traces").glob("*.json.gz")),
+    *sorted((REPO / "tests" / "fixtures" / "transformers").glob("*.json.gz")),
     *sorted((REPO / "tests" / "fixtures" / "gpu").glob("*.json.gz")),
     REPO / "tests" / "fixtures" / "cpu" / "callfrom_torch214.json.gz",
     *sorted((REPO / "tests" / "replay" / "fixtures").glob("*.json.gz")),
@@ -152,7 +152,7 @@ def test_whole_load_uses_it(tmp_path: Path) -> None:
     """`load_trace` on a real trace gives the table of the general path (the parse_in_chunks route)."""
     from tracer.load import load_trace
 
-    path = REPO.parent / "shared" / "fixtures" / "gpu-traces" / "hf_llama_generate_stack.json.gz"
+    path = REPO / "tests" / "fixtures" / "transformers" / "hf_llama_generate_stack.json.gz"
     trace = load_trace(path)
     general = EventTableBuilder()
     events = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,21 @@ capture_option = click.option(
     type=click.Path(exists=True, dir_okay=False),
     help="Trace of the profiled CUDA-graph capture, when TRACE holds only the replays (repeatable).",
 )
+
+
+class PositiveNumber(click.ParamType):
+    """A finite number above 0 (click's FloatRange lets nan and inf through)."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number) or number <= 0:
+            self.fail(f"{value!r} is not a finite number above 0", param, ctx)
+        return number
 
 
 @dataclass(frozen=True)
@@ -90,9 +106,7 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--config", type=click.Path(exists=True, dir_okay=False), help="Model config.json (layer count)."
         ),
         click.option("--step-range", help="Name (or prefix) of the record_function range that is one step."),
-        click.option(
-            "--peak-gbps", type=click.FloatRange(min=0, min_open=True), help="Device peak bandwidth, GB/s."
-        ),
+        click.option("--peak-gbps", type=PositiveNumber(), help="Device peak bandwidth, GB/s."),
         capture_option,
         *window_options(),
     ]
@@ -141,7 +155,15 @@ def analyse(trace: str | Path, options: TraceOptions):  # -> tracer.model.Analys
     """The `Analysis` of `trace` through the one facade every command uses."""
     from tracer.api import explain_trace
 
+    protect_inputs(trace, options)
     return explain_trace(trace, **options.explain_arguments())
+
+
+def protect_inputs(trace: str | Path, options: TraceOptions) -> None:
+    """No output of this command may overwrite what it reads (the trace, a directory's traces, ...)."""
+    from tracer.output_files import protect_inputs as protect
+
+    protect([trace, Path(trace) / "graph_capture_profile", options.sites, options.config, *options.capture])
 
 
 def derived_output(trace: str, suffix: str, directory: str | Path = ".") -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.options import TraceOptions, derived_output
+from tracer.cli.options import TraceOptions, derived_output, protect_inputs
 
 COMPOUND_SUFFIXES = (".report.html",)  # kept whole when a rank label goes before the suffix
 
@@ -20,10 +20,18 @@ ranks_match_option = click.option(
 
 
 def analyse_ranks(directory: str | Path, options: TraceOptions, select: str | None = None):
-    """The `RankReport` of a directory of per-rank traces, analysed with the shared trace options."""
-    from tracer.explain.ranks import explain_ranks
+    """The `RankReport` of a directory of per-rank traces, analysed with the shared trace options.
 
-    return explain_ranks(Path(directory), select=select, **options.explain_arguments())
+    A rank that could not be explained is left out of the report; its one-line error is printed
+    after the command's output (exit code 2): the good ranks are never lost to a bad one.
+    """
+    from tracer.cli.common import defer_input_errors
+    from tracer.explain.ranks.workers import explain_rank_directory
+
+    protect_inputs(directory, options)
+    report, failures = explain_rank_directory(Path(directory), select=select, **options.explain_arguments())
+    defer_input_errors(failures)
+    return report
 
 
 def base_output(output: str | None, directory: str | Path, suffix: str) -> Path:

@@ -89,7 +89,8 @@ def command(
     if not targets:
         raise click.UsageError("give a PATH, --package NAME or --preset NAME")
 
-    quiet = as_json or sarif == "-"
+    # A progress bar only on a terminal: piped, it would leave a blank line before any error.
+    quiet = as_json or sarif == "-" or not stderr_console().is_terminal
     if quiet:
         result = scan(
             targets, rules_dirs=rules_dirs, include=include, jobs=jobs, cache_dir=False if no_cache else None
@@ -142,14 +143,21 @@ def _scan_with_progress(scan, targets, rules_dirs, include, jobs, no_cache):
 def _write_sarif(destination: str, sites, rules, skipped) -> None:
     import orjson
 
+    from tracer.output_files import json_ready
     from tracer.render.sarif import sarif_log
 
-    payload = orjson.dumps(sarif_log(sites, rules, skipped=skipped), option=orjson.OPT_INDENT_2) + b"\n"
+    log = sarif_log(sites, rules, skipped=skipped)
+    try:
+        payload = orjson.dumps(log, option=orjson.OPT_INDENT_2) + b"\n"
+    except orjson.JSONEncodeError:  # a file name with bytes that are not UTF-8
+        payload = orjson.dumps(json_ready(log), option=orjson.OPT_INDENT_2) + b"\n"
     if destination == "-":
         sys.stdout.buffer.write(payload)
         sys.stdout.flush()
     else:
-        Path(destination).write_bytes(payload)
+        from tracer.output_files import write_output
+
+        write_output(destination, payload)
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -67,12 +66,9 @@ def find_model_shape(
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(path, "no such config file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(path, f"not a JSON model config ({err})") from None
+    from tracer.input_files import MAX_CONFIG_BYTES, read_json_side_input
+
+    data = read_json_side_input(path, "--config", MAX_CONFIG_BYTES)  # a regular file, bounded, typed
     if not isinstance(data, dict):
         raise InputError(
             path, "not a JSON model config (expected an object such as HuggingFace's config.json)"
@@ -84,17 +80,22 @@ def _read_config(path: Path) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for name, keys in (("layers", LAYER_KEYS), ("experts", EXPERT_KEYS), ("top_k", TOPK_KEYS)):
         for scope in scopes:
-            value = next((scope[k] for k in keys if isinstance(scope.get(k), int) and scope[k] > 0), None)
+            value = next((scope[k] for k in keys if _count(scope.get(k))), None)
             if value is not None:
                 fields[name] = value
                 break
     for scope in scopes:
-        if isinstance(scope.get("first_k_dense_replace"), int):
+        if _count(scope.get("first_k_dense_replace")) or scope.get("first_k_dense_replace") == 0:
             fields["first_k_dense"] = scope["first_k_dense_replace"]
             break
     if "layers" not in fields:
         raise InputError(path, f"no layer count in the config (looked for {', '.join(LAYER_KEYS)})")
     return fields
+
+
+def _count(value: Any) -> bool:
+    """A plausible count in a config: a positive int (not a bool), below a million."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000
 
 
 def _layers_from_trace(trace: Trace) -> tuple[int | None, str | None]:

@@ -7,6 +7,7 @@ frames lose their plumbing (``_call_impl``, decorators' wrappers) and borrow the
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from dataclasses import dataclass, replace
@@ -175,4 +176,21 @@ def origin_steps(origin: Origin, *, site_by_text: bool = False) -> list[Step]:
     ops = ops_step(origin)
     if ops is not None:
         steps.append(ops)
-    return steps
+    return _elided(steps)
+
+
+MAX_PATH_STEPS = 64  # ranges and frames nested deeper are drawn as one "... N more" node
+
+
+def _elided(steps: list[Step]) -> list[Step]:
+    """`steps` with the middle of an over-deep path (ranges nested thousands deep) as one step, so the
+    tree, the drawing and their cost stay bounded; equal elisions still merge (keyed by what they hide)."""
+    if len(steps) <= MAX_PATH_STEPS:
+        return steps
+    head, tail = 8, MAX_PATH_STEPS - 9
+    hidden = steps[head : len(steps) - tail]
+    digest = hashlib.blake2b(
+        "\0".join(f"{s.kind}:{s.key}" for s in hidden).encode("utf-8", "surrogatepass"), digest_size=6
+    )
+    label = f"… {len(hidden)} more nested ranges and frames"
+    return [*steps[:head], Step(SCOPE, f"<elided {digest.hexdigest()}>", label, detail=label), *steps[-tail:]]

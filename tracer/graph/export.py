@@ -9,14 +9,19 @@ import networkx as nx
 import orjson
 
 from tracer.errors import InputError
+from tracer.output_files import check_output, json_ready, write_output, xml_data
 
 GRAPH_SUFFIXES = (".graphml", ".json")
 
 
 def _graphml_value(value: Any) -> Any:
-    """GraphML holds scalars only: lists become lines of text; None is left out by the caller."""
+    """GraphML holds scalars only: lists become lines of text; None is left out by the caller. Text is
+    XML: characters it cannot hold (ESC, NUL, U+FFFF, bytes of a file name that are not UTF-8) are
+    written as ``\\xNN`` escapes, so the file stays well-formed and the names distinct."""
     if isinstance(value, (list, tuple)):
-        return "\n".join(str(item) for item in value)
+        return xml_data("\n".join(str(item) for item in value))
+    if isinstance(value, str):
+        return xml_data(value)
     return value
 
 
@@ -29,9 +34,9 @@ def to_graphml_ready(graph: nx.DiGraph) -> nx.DiGraph:
     ready = nx.DiGraph()
     ready.graph.update(_graphml_attrs(graph.graph))
     for node, attrs in graph.nodes(data=True):
-        ready.add_node(node, **_graphml_attrs(attrs))
+        ready.add_node(_graphml_value(node), **_graphml_attrs(attrs))
     for u, v, attrs in graph.edges(data=True):
-        ready.add_edge(u, v, **_graphml_attrs(attrs))
+        ready.add_edge(_graphml_value(u), _graphml_value(v), **_graphml_attrs(attrs))
     return ready
 
 
@@ -48,13 +53,11 @@ def write_graph(graph: nx.DiGraph, path: str | Path) -> Path:
         raise InputError(
             path, f"unknown graph format {suffix or '(no suffix)'}; use one of {', '.join(GRAPH_SUFFIXES)}"
         )
-    try:
-        if suffix == ".graphml":
-            nx.write_graphml(to_graphml_ready(graph), path)
-        else:
-            path.write_bytes(
-                orjson.dumps(node_link(graph), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-            )
-    except OSError as err:
-        raise InputError(path, f"cannot write: {err.strerror or err}") from err
-    return path
+    check_output(path)
+    if suffix == ".graphml":
+        data = b"".join(line.encode() + b"\n" for line in nx.generate_graphml(to_graphml_ready(graph)))
+    else:
+        data = orjson.dumps(
+            json_ready(node_link(graph)), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+        )
+    return write_output(path, data)

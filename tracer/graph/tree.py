@@ -46,10 +46,12 @@ class Context:
         return node
 
     def entries(self) -> Iterable[Entry]:
-        yield from self.findings
-        yield from self.others
-        for child in self.children.values():
-            yield from child.entries()
+        stack = [self]  # not recursive: ranges can nest thousands deep
+        while stack:
+            node = stack.pop()
+            yield from node.findings
+            yield from node.others
+            stack.extend(reversed(node.children.values()))
 
 
 def _select(entries: Sequence[Entry], top: int | None, min_share: float) -> set[int]:
@@ -97,30 +99,43 @@ def _others_share(entries: Sequence[Entry]) -> float:
 def _lift_small_others(node: Context, floor: float) -> None:
     """Move each "other" under `floor` up to its parent's, bottom-up: a few sizeable "other" nodes
     read better than one sliver per node, and the function runs they leave can merge."""
-    for child in node.children.values():
-        _lift_small_others(child, floor)
-        if child.others and _others_share(child.others) < floor:
-            node.others.extend(child.others)
-            child.others = []
+    order = _depth_first(node)  # parents before children; walked backwards: bottom-up, no recursion
+    for parent in reversed(order):
+        for child in parent.children.values():
+            if child.others and _others_share(child.others) < floor:
+                parent.others.extend(child.others)
+                child.others = []
 
 
 def _compress_functions(node: Context) -> None:
     """Merge runs of function nodes with one child each: a 30-frame stack prefix becomes one node."""
-    while (
-        node.step.kind == FUNCTION
-        and len(node.children) == 1
-        and not node.findings
-        and not node.others
-        and next(iter(node.children.values())).step.kind == FUNCTION
-    ):
-        (only,) = node.children.values()
-        node.chain.extend(only.chain)
-        node.children = only.children
-        node.findings = only.findings
-        node.others = only.others
-        node.key_path = only.key_path
-    for child in node.children.values():
-        _compress_functions(child)
+    stack = [node]  # not recursive: ranges and frames can nest thousands deep
+    while stack:
+        node = stack.pop()
+        while (
+            node.step.kind == FUNCTION
+            and len(node.children) == 1
+            and not node.findings
+            and not node.others
+            and next(iter(node.children.values())).step.kind == FUNCTION
+        ):
+            (only,) = node.children.values()
+            node.chain.extend(only.chain)
+            node.children = only.children
+            node.findings = only.findings
+            node.others = only.others
+            node.key_path = only.key_path
+        stack.extend(node.children.values())
+
+
+def _depth_first(root: Context) -> list[Context]:
+    """Every node of the tree, each parent before its children."""
+    order, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children.values())
+    return order
 
 
 def entries_of(analyses: Sequence[tuple[str, Analysis]]) -> list[Entry]:

@@ -170,6 +170,10 @@ class _RangePlacer(ast.NodeTransformer):
         return stmt
 
     def _wrap(self, stmt: ast.stmt, sites: list[Site]) -> ast.stmt:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            # A docstring (or a bare constant) launches nothing; wrapped, it would stop being `__doc__`.
+            self._skip(sites, "a constant statement (a docstring?): it launches nothing")
+            return stmt
         if self.compiled_depth:
             self._skip(sites, "inside a torch.compile/JIT function: a range there would break the graph")
             return stmt

@@ -20,6 +20,7 @@ from tracer.model.origin import Origin
 
 BAND = 64  # extra diagonals the sequence alignment explores beyond the length difference
 BEAM = 32  # partial interleavings the stream merge keeps
+BEAM_STREAMS = 4  # more streams than this in one replay: a greedy merge (a beam costs streams^2 per kernel)
 
 # Kernel names each origin launched outside graphs (eager): a check on the position-based match.
 EagerNames = dict[Origin, set[str]]
@@ -179,10 +180,17 @@ def families_disagree(op: str, kernel: str) -> bool:
 
 
 def _beam_merge(table: EventTable, seqs: list[list[int]], cap: Capture, eager: EagerNames):
-    """Interleave per-stream sequences onto the capture's launches; (order, score, mismatches)."""
-    beams: list[tuple[float, tuple[int, ...], list[tuple[int, int]], int]] = [(0.0, (0,) * len(seqs), [], 0)]
+    """Interleave per-stream sequences onto the capture's launches; (order, score, mismatches).
+
+    A beam state holds its streams' heads (a tuple: one per stream) and its order as a linked list,
+    so growing it costs the number of streams, not the positions so far; past `BEAM_STREAMS` streams
+    the merge is greedy (linear): a beam over hundreds of streams costs their square per position."""
+    if len(seqs) > BEAM_STREAMS:
+        return _greedy_merge(table, seqs, cap, eager)
+    Order = tuple  # (stream, index, previous Order) or ()
+    beams: list[tuple[float, tuple[int, ...], Order, int]] = [(0.0, (0,) * len(seqs), (), 0)]
     for pos in range(len(cap.kinds)):
-        grown: dict[tuple[int, ...], tuple[float, tuple[int, ...], list[tuple[int, int]], int]] = {}
+        grown: dict[tuple[int, ...], tuple[float, tuple[int, ...], Order, int]] = {}
         for score, heads, order, mismatches in beams:
             starts = [table.ts_ns[q[h]] if h < len(q) else None for q, h in zip(seqs, heads)]
             earliest = min((t for t in starts if t is not None), default=None)
@@ -193,19 +201,66 @@ def _beam_merge(table: EventTable, seqs: list[list[int]], cap: Capture, eager: E
                 row = q[h]
                 if gpu_kind(table.cat[row]) != cap.kinds[pos]:
                     continue
-                fit = _fit(cap.ops[pos], table.name[row])
-                known = eager.get(cap.origins[pos]) if cap.origins else None
-                if known:
-                    fit = 1 if table.name[row] in known else -1
+                fit = _launch_fit(table, row, cap, pos, eager)
                 gain = 2.0 * fit + (0.5 if starts[s] == earliest else 0.0)
                 key = heads[:s] + (h + 1,) + heads[s + 1 :]
-                candidate = (score + gain, key, order + [(s, h)], mismatches + (fit < 0))
+                candidate = (score + gain, key, (s, h, order), mismatches + (fit < 0))
                 if key not in grown or candidate[0] > grown[key][0]:
                     grown[key] = candidate
         if not grown:
             return None, float("-inf"), 0
         beams = sorted(grown.values(), key=lambda b: -b[0])[:BEAM]
     score, _, order, mismatches = beams[0]
+    return _unlinked(order), score, mismatches
+
+
+def _launch_fit(table: EventTable, row: int, cap: Capture, pos: int, eager: EagerNames) -> int:
+    known = eager.get(cap.origins[pos]) if cap.origins else None
+    if known:
+        return 1 if table.name[row] in known else -1
+    return _fit(cap.ops[pos], table.name[row])
+
+
+def _unlinked(order: tuple) -> list[tuple[int, int]]:
+    out = []
+    while order:
+        stream, index, order = order
+        out.append((stream, index))
+    out.reverse()
+    return out
+
+
+def _greedy_merge(table: EventTable, seqs: list[list[int]], cap: Capture, eager: EagerNames):
+    """Each capture position takes the earliest-starting stream head of its kind (ties: stream order):
+    O(launches x log streams). Each stream's own order is kept, as in the beam."""
+    import heapq
+
+    heads: dict[str, list[tuple[int, int]]] = {}  # kind -> heap of (start, stream)
+    position = [0] * len(seqs)
+
+    def push(stream: int) -> None:
+        q = seqs[stream]
+        if position[stream] < len(q):
+            row = q[position[stream]]
+            heapq.heappush(heads.setdefault(gpu_kind(table.cat[row]), []), (table.ts_ns[row], stream))
+
+    for stream in range(len(seqs)):
+        push(stream)
+    order: list[tuple[int, int]] = []
+    score = 0.0
+    mismatches = 0
+    for pos, kind in enumerate(cap.kinds):
+        waiting = heads.get(kind)
+        if not waiting:
+            return None, float("-inf"), 0
+        _, stream = heapq.heappop(waiting)
+        index = position[stream]
+        fit = _launch_fit(table, seqs[stream][index], cap, pos, eager)
+        score += 2.0 * fit + 0.5
+        mismatches += fit < 0
+        order.append((stream, index))
+        position[stream] += 1
+        push(stream)
     return order, score, mismatches
 
 

@@ -12,11 +12,12 @@ import orjson
 from tracer.errors import InputError
 from tracer.load.chunks import Unchunkable, parse_in_chunks
 from tracer.load.columns import EventTableBuilder
+from tracer.load.depth import without_deep_nesting
 from tracer.load.fast import add_chunk
-from tracer.load.memory import check_memory, json_size
+from tracer.load.memory import check_memory, json_size, streaming_limit, way_forward, whole_parse_limit
 from tracer.load.meta import trace_meta
 from tracer.load.parallel import parse_in_workers, worker_count
-from tracer.load.source import check_readable, is_gzip, read_blocks
+from tracer.load.source import check_readable, is_gzip, read_all, read_blocks
 from tracer.load.window import TraceWindow, resolve_window
 from tracer.model.events import INT_COLUMNS, Cat, EventTable, Trace
 
@@ -30,10 +31,17 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> Trace:
     while parsing, so a trace too big for memory can still be explained piece by piece.
 
     Raises `InputError` (one line) for a missing, truncated, non-JSON or non-trace file, a trace with
-    no duration events, or one that would not fit in the memory available (saying how to proceed).
+    no duration events, or one that would not fit in the memory available (saying how to proceed;
+    also when memory runs out anyway: the estimate is an estimate, other processes use memory too).
     A trace without GPU events loads, with a note.
     """
-    path = Path(path)
+    try:
+        return _load(Path(path), window)
+    except MemoryError:
+        raise InputError(path, f"ran out of memory while loading it; {way_forward()}") from None
+
+
+def _load(path: Path, window: TraceWindow | None) -> Trace:
     check_readable(path)  # before anything opens it: a FIFO would block the size probe below
     size = json_size(path, is_gzip(path))
     bounds = resolve_window(path, window) if window is not None else None
@@ -42,16 +50,23 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> Trace:
     else:
         check_memory(path, size, share=bounds.share, window_label=bounds.label)
     notes: list[str] = []
+    # The bytes are counted as they stream in (gzip's size field can lie): a whole load stops at what
+    # the memory allows; a windowed one keeps only its window, so only the bomb check applies.
+    limit = streaming_limit() if bounds is None else None
     gc_was_enabled = gc.isenabled()
+    # An earlier load's frozen objects become collectable again: frozen, any that later turn into
+    # cyclic garbage (a process explaining rank after rank) would never be freed.
+    gc.unfreeze()
     gc.disable()  # the parse allocates millions of small objects, none of them cyclic
     try:
         builder = EventTableBuilder(bounds)
         try:
             workers = worker_count(int(size * bounds.share) if bounds else size)
+            blocks = read_blocks(path, notes, max_bytes=limit, why="this machine's memory")
             if workers > 1:
-                top = parse_in_workers(read_blocks(path, notes), builder, workers)
+                top = parse_in_workers(blocks, builder, workers)
             else:
-                top = parse_in_chunks(read_blocks(path, notes), functools.partial(add_chunk, builder))
+                top = parse_in_chunks(blocks, functools.partial(add_chunk, builder))
         except Unchunkable:
             builder = EventTableBuilder(bounds)
             notes.clear()
@@ -67,7 +82,13 @@ def load_trace(path: str | Path, window: TraceWindow | None = None) -> Trace:
 
 
 def _parse_whole(path: Path, builder: EventTableBuilder, notes: list[str]) -> dict[str, Any]:
-    data = b"".join(read_blocks(path, notes))
+    data = read_all(
+        path,
+        notes,
+        max_bytes=whole_parse_limit(),
+        why="the memory available for a document parsed whole (not laid out as torch.profiler writes "
+        "it, which needs about 5x its size)",
+    )
     try:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as err:
@@ -97,7 +118,19 @@ def _finish(path: Path, top: dict[str, Any], builder: EventTableBuilder, notes: 
         if kept == 0:
             raise InputError(path, f"no duration events in {builder.bounds.label}")
     if len(table) == 0:
+        if builder.skipped_no_ts:
+            raise InputError(
+                path,
+                f"none of its {builder.skipped_no_ts} duration events has a usable timestamp "
+                '("ts" missing, not a number, or out of range): nothing to analyse',
+            )
         raise InputError(path, 'profiler trace with no duration events ("ph": "X"): nothing to analyse')
+    table, too_deep = without_deep_nesting(table)
+    if too_deep:
+        notes.append(
+            f"left out {too_deep} events nested deeper than any profile nests them "
+            "(over 256 ranges or ops, or 1,100 Python frames, in one thread)"
+        )
     cats = set(table.cat)
     has_python = Cat.PYTHON_FUNCTION in cats
     meta = trace_meta(path, top, has_python=has_python, has_call_from=builder.call_from)
@@ -110,6 +143,8 @@ def _finish(path: Path, top: dict[str, Any], builder: EventTableBuilder, notes: 
             f"skipped {builder.skipped_no_ts} duration events without a usable timestamp "
             "(missing, not a number, or out of range)"
         )
+    if builder.missing_dur:
+        notes.append(f'{builder.missing_dur} duration events have no usable "dur": read as instants (0 ns)')
     if builder.malformed:
         notes.append(f"{builder.malformed} events had fields of the wrong type or range: read as absent")
     trace = Trace(meta=meta, events=table, notes=notes)

@@ -15,8 +15,10 @@ from typing import Any
 
 import orjson
 
-HEADER_LIMIT = 64 << 20  # the "traceEvents" key must appear within this many bytes
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+HEADER_LIMIT = 64 << 20  # the "traceEvents" key (and the first event) must appear within this many bytes
+MAX_CHUNK_BYTES = 64 << 20  # one event, or the space between two, longer than this is not Kineto's
+_EVENTS_NAME = b'"traceEvents"'
+_SPACE = re.compile(rb"[ \t\r\n]*")
 _WHITESPACE = b" \t\r\n"
 
 
@@ -68,8 +70,12 @@ class EventChunks:
         del rest
         for block in stream:
             buffer += block
-            cut = buffer.rfind(boundary, 1)
+            # Only the new bytes can hold a boundary: the rest was searched when it arrived (a search
+            # of the whole buffer per block is quadratic when events are huge or far apart).
+            cut = buffer.rfind(boundary, max(1, len(buffer) - len(block) - len(boundary) + 1))
             if cut <= 0:
+                if len(buffer) > MAX_CHUNK_BYTES:
+                    raise Unchunkable("an event, or the space between two, is longer than a chunk may be")
                 continue
             comma = _last_comma_before(buffer, cut)
             buffer[0] = 0x5B  # "["
@@ -95,28 +101,50 @@ class EventChunks:
 
 
 def _read_header(stream: Iterator[bytes]) -> tuple[bytes, dict[str, Any]]:
-    """Read until just after ``"traceEvents": [``; parse the keys before it."""
-    buffer = b""
+    """Read until just after ``"traceEvents": [`` and the space before the first event; parse the
+    keys before it. Each byte is looked at once (a rescan per block is quadratic), at most
+    `HEADER_LIMIT` of them."""
+    buffer = bytearray()
+    name_at = -1  # where '"traceEvents"' starts, once found
+    search_from = 0  # the name does not start before here
+    position = 0  # how far the syntax after the name has been read
+    expected = b":"  # then b"[", then the first event (b"" once the colon and bracket are read)
+    array_at = -1
+    opened = False
     for block in stream:
         buffer += block
-        match = _EVENTS_KEY.search(buffer)
-        if match is not None:
-            # Need the first event's leading whitespace too, so that the indentation is known.
-            while not buffer[match.end() :].lstrip(_WHITESPACE):
-                more = next(stream, None)
-                if more is None:
+        if not opened:
+            first = _SPACE.match(buffer).end()
+            if first < len(buffer):
+                if buffer[first : first + 1] != b"{":
+                    raise Unchunkable("not a JSON object")
+                opened = True
+        while opened:
+            if name_at < 0:
+                name_at = buffer.find(_EVENTS_NAME, search_from)
+                if name_at < 0:
+                    search_from = max(0, len(buffer) - len(_EVENTS_NAME) + 1)
                     break
-                buffer += more
-            head = buffer[: match.start()].strip(_WHITESPACE)
-            if not head.startswith(b"{"):
-                raise Unchunkable("not a JSON object")
-            if head.endswith(b","):
-                head = head[:-1]
-            header = _loads(head + b"}")
-            if not isinstance(header, dict):
-                raise Unchunkable("header is not an object")
-            return buffer[match.end() :], header
-        if len(buffer) > HEADER_LIMIT or not buffer.lstrip(_WHITESPACE).startswith(b"{"):
+                position, expected = name_at + len(_EVENTS_NAME), b":"
+            position = _SPACE.match(buffer, position).end()
+            if position == len(buffer):
+                break  # more bytes needed
+            if not expected:  # the first event's leading space is read: its indentation is known
+                head = bytes(buffer[:name_at]).strip(_WHITESPACE)
+                if head.endswith(b","):
+                    head = head[:-1]
+                header = _loads(head + b"}")
+                if not isinstance(header, dict):
+                    raise Unchunkable("header is not an object")
+                return bytes(buffer[array_at:]), header
+            if buffer[position : position + 1] != expected:  # the name was a value, not the key
+                search_from, name_at = name_at + 1, -1
+                continue
+            position += 1
+            if expected == b"[":
+                array_at = position
+            expected = b"[" if expected == b":" else b""
+        if len(buffer) > HEADER_LIMIT:
             break
     raise Unchunkable("no traceEvents array near the start")
 

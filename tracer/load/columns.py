@@ -67,6 +67,7 @@ class EventTableBuilder:
         self.string_ids: dict[str, int] = {}  # string pids/tids ("Spans") -> negative ints
         self.skipped_no_ts = 0  # duration events without a usable ts (missing, not a number, out of range)
         self.malformed = 0  # events with a field of the wrong type, read as absent
+        self.missing_dur = 0  # duration events without a usable dur, read as instants
         self.call_from = False
         self.names: dict[str, str] = {}
         self.range_names: set[str] = set()  # our ranges, which cheap ones file as cpu_ops
@@ -102,7 +103,11 @@ class EventTableBuilder:
                 continue
             try:
                 ts_ns = round(ts * 1000)
-                dur_ns = round(dur * 1000) if dur.__class__ is float or dur.__class__ is int else 0
+                if dur.__class__ is float or dur.__class__ is int:
+                    dur_ns = round(dur * 1000)
+                else:
+                    dur_ns = 0
+                    self.missing_dur += 1
             except (OverflowError, ValueError):  # inf or NaN (orjson rejects both; other parsers may not)
                 self.skipped_no_ts += 1
                 continue

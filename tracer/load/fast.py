@@ -185,7 +185,10 @@ def add_clean_chunk(builder: EventTableBuilder, raw: bytes, first_index: int) ->
     if builder.range_names:  # our cheap ranges are cpu_ops by category: make them ranges
         ours = np.fromiter(map(builder.range_names.__contains__, names), dtype=bool, count=len(names))
         cats[ours & (cats == _CPU_OP)] = _RANGE
-    ts_ns, dur_ns = _times(_take(ts, keep), _take(dur, keep))
+    durations = _take(dur, keep)
+    if None in durations:
+        raise NotClean("a duration event without dur")  # the general path counts them for a note
+    ts_ns, dur_ns = _times(_take(ts, keep), durations)
     pids = _ids(builder, _take(pid, keep))
     tids = _ids(builder, _take(tid, keep))
     ext, corr, py_id, py_parent, kept = _args(builder, cats, _take(args, keep))

@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from tracer.errors import InputError
+from tracer.load import source
 from tracer.load.chunks import EventChunks
 from tracer.load.columns import EventTableBuilder
 from tracer.load.fast import add_chunk
@@ -26,17 +28,23 @@ from tracer.load.window import WindowBounds
 from tracer.model.events import INT_COLUMNS
 
 PARALLEL_MIN_BYTES = 48 << 20  # below this, starting workers costs more than it saves
+LOAD_WORKERS_ENV = "KERNELTRACE_LOAD_WORKERS"
 
 
 def worker_count(size_bytes: int) -> int:
-    """How many processes to parse with: KERNELTRACE_LOAD_WORKERS, else 2 for big files unless every
-    core is busy (then the workers' extra pickling makes the load slower, not faster)."""
+    """How many processes to parse with: KERNELTRACE_LOAD_WORKERS (at most one per core and per
+    block of the trace), else 2 for big files unless every core is busy (then the workers' extra
+    pickling makes the load slower, not faster)."""
     if multiprocessing.current_process().daemon:
         return 1  # a daemonic process (a multiprocessing.Pool worker) may not start processes
-    configured = os.environ.get("KERNELTRACE_LOAD_WORKERS")
-    if configured is not None and configured.strip().isdigit():
-        return int(configured)
     cores = os.cpu_count() or 1
+    configured = os.environ.get(LOAD_WORKERS_ENV)
+    if configured is not None and configured.strip():
+        text = configured.strip()
+        if not (text.isascii() and text.isdigit() and 0 < len(text) < 6 and int(text) >= 1):
+            raise InputError(LOAD_WORKERS_ENV, f"{configured!r} is not a number of processes (1 or more)")
+        blocks = 1 + size_bytes // source.BLOCK_BYTES  # a worker parses whole blocks: no more than those
+        return max(1, min(int(text), cores, blocks))
     if size_bytes < PARALLEL_MIN_BYTES or cores < 2:
         return 1
     try:
@@ -63,6 +71,7 @@ class ChunkColumns:
     call_from: bool
     malformed: int = 0
     outside_window: int = 0
+    missing_dur: int = 0
 
 
 def parse_chunk(raw: bytes, bounds: WindowBounds | None = None) -> ChunkColumns:
@@ -98,6 +107,7 @@ def parse_chunk(raw: bytes, bounds: WindowBounds | None = None) -> ChunkColumns:
         call_from=builder.call_from,
         malformed=builder.malformed,
         outside_window=builder.outside_window,
+        missing_dur=builder.missing_dur,
     )
 
 
@@ -140,6 +150,7 @@ def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> 
     builder.skipped_no_ts += chunk.skipped_no_ts
     builder.malformed += chunk.malformed
     builder.outside_window += chunk.outside_window
+    builder.missing_dur += chunk.missing_dur
     builder.call_from = builder.call_from or chunk.call_from
     return first_index + chunk.events
 

@@ -8,9 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tracer.errors import InputError
+from tracer.load.memory import human, way_forward
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 8 << 20  # read and decompress this much at a time: bounds the loader's working memory
+# Kineto JSON compresses 13-16:1; deflate allows up to 1032:1. Past this ratio (once enough has
+# inflated that a small file cannot trip it) the data is a decompression bomb, refused in a second.
+MAX_INFLATION_RATIO = 200
+RATIO_CHECKED_AFTER = 64 << 20
 
 
 def check_readable(path: Path) -> None:
@@ -34,16 +39,43 @@ def is_gzip(path: Path) -> bool:
         return handle.read(2) == GZIP_MAGIC
 
 
-def read_blocks(path: Path, notes: list[str] | None = None) -> Iterator[bytes]:
+def read_blocks(
+    path: Path, notes: list[str] | None = None, *, max_bytes: int | None = None, why: str = ""
+) -> Iterator[bytes]:
     """Yield the file's decompressed bytes in blocks of about `BLOCK_BYTES`.
 
     gzip is recognised by content, not by name: a plain JSON file named ``.gz`` still loads (with a
-    note), and other bytes named ``.gz`` are reported as not gzip.
+    note), and other bytes named ``.gz`` are reported as not gzip. More than `max_bytes` in all
+    raises `InputError` (`why` says what the limit is for), as does gzip data inflating like a bomb.
     """
     check_readable(path)
-    if is_gzip(path):
-        yield from _gunzip_blocks(path)
+    blocks = _gunzip_blocks(path) if is_gzip(path) else _plain_blocks(path, notes)
+    if max_bytes is None:
+        yield from blocks
         return
+    total = 0
+    for block in blocks:
+        total += len(block)
+        if total > max_bytes:
+            raise InputError(
+                path,
+                f"holds more than {human(max_bytes)} of JSON, more than {why or 'the memory available'} "
+                f"allows; {way_forward()}",
+            )
+        yield block
+
+
+def read_all(
+    path: Path, notes: list[str] | None = None, *, max_bytes: int | None = None, why: str = ""
+) -> bytearray:
+    """The file's decompressed bytes in one buffer (grown in place, not copied per block)."""
+    whole = bytearray()
+    for block in read_blocks(path, notes, max_bytes=max_bytes, why=why):
+        whole += block
+    return whole
+
+
+def _plain_blocks(path: Path, notes: list[str] | None) -> Iterator[bytes]:
     with path.open("rb") as handle:
         first = handle.read(BLOCK_BYTES)
         if path.suffix == ".gz":
@@ -62,21 +94,32 @@ def _gunzip_blocks(path: Path) -> Iterator[bytes]:
     inflater = zlib.decompressobj(31)
     member_open = False  # fed bytes of a member whose end marker has not been seen yet
     more_members = True
+    consumed = inflated = 0
     with path.open("rb") as handle:
         while more_members and (compressed := handle.read(BLOCK_BYTES // 4)):
             while compressed and more_members:
                 member_open = True
+                fed = len(compressed)
                 try:
                     out = inflater.decompress(compressed, BLOCK_BYTES)
                 except zlib.error as err:
                     raise InputError(path, f"corrupt gzip data ({err})") from None
-                if out:
-                    yield out
                 compressed = inflater.unconsumed_tail
                 if inflater.eof:
                     member_open = False
                     compressed = inflater.unused_data
                     more_members = not compressed or compressed.startswith(GZIP_MAGIC)
                     inflater = zlib.decompressobj(31)
+                consumed += fed - len(compressed)
+                inflated += len(out)
+                if inflated > RATIO_CHECKED_AFTER and inflated > MAX_INFLATION_RATIO * max(consumed, 1):
+                    raise InputError(
+                        path,
+                        f"gzip data inflating over {MAX_INFLATION_RATIO}:1 ({human(consumed)} -> "
+                        f"{human(inflated)} so far): a decompression bomb, not a profiler trace "
+                        "(those compress about 15:1)",
+                    )
+                if out:
+                    yield out
     if member_open:
         raise InputError(path, "truncated gzip: the compressed stream ends before its end marker")

@@ -19,7 +19,8 @@ import orjson
 
 from tracer.errors import InputError
 from tracer.load.chunks import EventChunks, Unchunkable
-from tracer.load.source import read_blocks
+from tracer.load.memory import whole_parse_limit
+from tracer.load.source import read_all, read_blocks
 
 _TS = re.compile(rb'"ts"\s*:\s*(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)')
 _STEP_NAME = re.compile(r"ProfilerStep#(\d{1,9})$")
@@ -144,7 +145,11 @@ def _first_pass(path: Path, *, want_steps: bool) -> tuple[int | None, int | None
 
 def _first_pass_whole(path: Path, steps: dict[int, tuple[int, int]]):
     try:
-        document = orjson.loads(b"".join(read_blocks(path)))
+        document = orjson.loads(
+            read_all(
+                path, max_bytes=whole_parse_limit(), why="the memory available for a document parsed whole"
+            )
+        )
     except orjson.JSONDecodeError as err:
         raise InputError(path, f"not JSON: {err}") from None
     events = document.get("traceEvents") if isinstance(document, dict) else None

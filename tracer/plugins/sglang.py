@@ -229,15 +229,21 @@ def _install_site_ranges() -> str:
     from tracer.instrument.patch import SiteInstrumentation
     from tracer.instrument.plan import SitePlan, SiteSelection
 
-    min_risk = float(os.environ.get(MIN_RISK_ENV, DEFAULT_MIN_RISK))
+    min_risk = _min_risk()
     selection = SiteSelection(min_risk=min_risk)
     sites_file = os.environ.get(SITES_ENV)
     if sites_file:
         from pathlib import Path
 
         from tracer.api import read_sites
+        from tracer.errors import InputError
 
-        plan = SitePlan(read_sites(Path(sites_file)), selection=selection)
+        try:  # read like a trace: a FIFO or /dev/zero here must not hold up SGLang's start-up
+            sites = read_sites(Path(sites_file))
+        except InputError as err:
+            logger.warning("kerneltrace: %s=%s: site ranges off", SITES_ENV, err)
+            return "site ranges off (bad sites file)"
+        plan = SitePlan(sites, selection=selection)
     else:
         modules = os.environ.get(HOT_MODULES_ENV)
         prefixes = tuple(m.strip() for m in modules.split(",") if m.strip()) if modules else HOT_MODULES
@@ -245,6 +251,20 @@ def _install_site_ranges() -> str:
     instrumentation = SiteInstrumentation(plan).install()
     _state["instrumentation"] = instrumentation
     return f"min risk {min_risk:g}; {instrumentation.report.summary()} so far"
+
+
+def _min_risk() -> float:
+    text = os.environ.get(MIN_RISK_ENV, "").strip()
+    try:
+        value = float(text) if text else DEFAULT_MIN_RISK
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 100:  # also false for nan
+        logger.warning(
+            "kerneltrace: %s=%r is not a risk 0..100; using %g", MIN_RISK_ENV, text, DEFAULT_MIN_RISK
+        )
+        return DEFAULT_MIN_RISK
+    return value
 
 
 def _add_site_module(module_name: str) -> None:

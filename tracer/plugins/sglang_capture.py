@@ -215,26 +215,40 @@ def partial_path(path: Path) -> Path:
 def write_trace(profiler: Any, path: Path) -> Path:
     """Export `profiler`'s trace to `path` (gzip) atomically: all of it, or nothing there.
 
+    The profiler directory may be shared (``/tmp``), so nothing there is opened by a name someone else
+    could have planted: torch writes its JSON into a private new directory (``mkdtemp``, mode 0700),
+    the gzip goes to the partial name opened with ``O_EXCL | O_NOFOLLOW`` (a file or symlink already
+    there makes the write fail, never redirects it), and only a complete file is renamed into place.
+
     torch writes the JSON and we compress it in 1 MiB blocks at level 6: torch's own ``.gz`` export
     feeds gzip line by line, 3x slower (0.66 s vs 0.22 s for an 11 MB trace here). A profiler's
     trace can be exported only once.
     """
     import gzip
     import shutil
+    import tempfile
 
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = partial_path(path)
-    plain = partial.with_suffix(".plain")  # torch's JSON, before compression
+    private = Path(tempfile.mkdtemp(prefix=".kerneltrace-", dir=path.parent))
+    plain = private / "trace.json"  # torch's JSON, before compression
+    created = False
     try:
         profiler.export_chrome_trace(str(plain))
-        with open(plain, "rb") as source, gzip.open(partial, "wb", compresslevel=6) as target:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        created = True
+        with (
+            open(plain, "rb") as source,
+            os.fdopen(fd, "wb") as raw,
+            gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6) as target,
+        ):
             shutil.copyfileobj(source, target, 1 << 20)
         os.replace(partial, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            partial.unlink()
+        if created:
+            with contextlib.suppress(OSError):
+                partial.unlink()
         raise
     finally:
-        with contextlib.suppress(OSError):
-            plain.unlink()
+        shutil.rmtree(private, ignore_errors=True)
     return path

@@ -15,6 +15,7 @@ from tracer.errors import InputError
 from tracer.graph.build import KERNEL, OTHER, ROOT
 from tracer.graph.context import FUNCTION, OPS, SCOPE, SITE
 from tracer.graph.labels import Line, NodeText, format_share, node_text
+from tracer.output_files import check_output, write_output
 from tracer.render.escape import dot_html, dot_string
 
 RENDER_SUFFIXES = (".svg", ".png", ".pdf", ".dot")
@@ -219,13 +220,13 @@ def render_graph(graph: nx.DiGraph, path: str | Path) -> Path:
         raise InputError(
             path, f"unknown drawing format {suffix or '(no suffix)'}; use one of {', '.join(RENDER_SUFFIXES)}"
         )
+    check_output(path)  # before the drawing: a bad output name should not wait for `dot`
     dot = to_dot(graph)
-    data = dot.source.encode() if suffix == ".dot" else _pipe(dot, suffix[1:], path)
-    try:
-        path.write_bytes(data)
-    except OSError as err:
-        raise InputError(path, f"cannot write: {err.strerror or err}") from err
-    return path
+    if suffix != ".dot":
+        return write_output(path, _pipe(dot, suffix[1:], path))
+    # A .dot file is laid out once too (where `dot` is installed): one `dot` cannot read is never written.
+    _pipe(dot, "canon", path, missing_ok=True)
+    return write_output(path, dot.source.encode())
 
 
 def render_svg(graph: nx.DiGraph) -> str:
@@ -233,12 +234,14 @@ def render_svg(graph: nx.DiGraph) -> str:
     return _pipe(to_dot(graph), "svg", "<svg>").decode()
 
 
-def _pipe(dot: Any, fmt: str, path: object) -> bytes:
+def _pipe(dot: Any, fmt: str, path: object, *, missing_ok: bool = False) -> bytes:
     import graphviz
 
     try:
         return dot.pipe(format=fmt)
     except graphviz.ExecutableNotFound as err:
+        if missing_ok:
+            return b""
         raise InputError(path, "graphviz `dot` is not installed (apt-get install graphviz)") from err
     except graphviz.CalledProcessError as err:
         stderr = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else str(err.stderr)

@@ -10,6 +10,8 @@ import html
 import re
 from typing import Any
 
+from tracer.output_files import visible
+
 # ANSI/VT sequences first (CSI ... final byte, OSC ... BEL/ST, two-byte ESC x), so their parameter
 # bytes go with them instead of surviving as printable junk once the ESC is removed.
 _ANSI = re.compile(
@@ -18,13 +20,23 @@ _ANSI = re.compile(
 # C0 and C1 control characters and DEL, plus bidirectional overrides that reorder displayed text.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _LINE_BREAKS = re.compile(r"[\t\n\r]+")
+# Noncharacters (U+FFFE, U+FFFF of every plane, U+FDD0..U+FDEF): valid in UTF-8 and JSON, but XML
+# (graphviz labels, GraphML) rejects the plane-0 ones; shown as U+FFFD.
+_NONCHARACTERS = re.compile(
+    "[\ufdd0-\ufdef" + "".join(f"\\U{plane:04x}fffe\\U{plane:04x}ffff" for plane in range(17)) + "]"
+)
 
 
 def strip_control(text: Any, *, keep_newlines: bool = False) -> str:
     """`text` as a string without ANSI escapes or control characters; tabs/newlines become spaces
-    unless `keep_newlines` (then only tabs and newlines survive)."""
-    out = _ANSI.sub("", str(text))
+    unless `keep_newlines` (then only tabs and newlines survive). Bytes that are not UTF-8 show as
+    ``\\xNN``, noncharacters as U+FFFD: whatever a name holds, every output can carry it."""
+    text = str(text)
+    if text.isascii() and text.isprintable():  # most names: nothing to strip (and no tab or newline)
+        return text
+    out = _ANSI.sub("", visible(text))
     out = _CONTROL.sub("", out)
+    out = _NONCHARACTERS.sub("\ufffd", out)
     if keep_newlines:
         return out.replace("\r\n", "\n").replace("\r", "\n")
     return _LINE_BREAKS.sub(" ", out)

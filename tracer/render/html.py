@@ -143,6 +143,8 @@ def _snippet_html(finding: Finding, sources: SourceLines) -> str:
     path = resolve_source(origin.file, sources) if sources.roots else None
     lines = source_snippet(path, origin.line) if path is not None else None
     if not lines:
+        if sources.roots and path is None and sources.find(origin.file) is not None:
+            return ""  # the name leads out of every --source root (a symlink): nothing of it is shown
         if origin.source:
             return (
                 f'<pre class="snippet"><span class="hit"><i>{origin.line}</i>{h(origin.source)}</span></pre>'
@@ -254,11 +256,6 @@ def render_report(
 
 
 def write_report(html_text: str, path: str | Path) -> Path:
-    from tracer.errors import InputError
+    from tracer.output_files import write_output
 
-    path = Path(path)
-    try:
-        path.write_text(html_text, encoding="utf-8")
-    except OSError as err:
-        raise InputError(path, f"cannot write: {err.strerror or err}") from err
-    return path
+    return write_output(path, html_text)

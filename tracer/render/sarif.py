@@ -124,7 +124,7 @@ def _result(site: Site, index: dict[str, int]) -> dict[str, Any]:
 def file_uri(path: str) -> str:
     """A site's path as a SARIF relative URI reference: ``#``, ``%``, ``?``, spaces and control
     characters in a file name are percent-encoded instead of read as a fragment or query."""
-    return quote(path, safe="/")
+    return quote(path.encode("utf-8", "surrogateescape"), safe="/")  # bytes that are not UTF-8: %XX
 
 
 def _one_line(text: str, limit: int = 120) -> str:

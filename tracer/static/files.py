@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracer.errors import InputError
+from tracer.output_files import visible
 
 # Presets name directories inside a package: `--preset sglang-hot` = the layers that run every step.
 PRESETS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -123,6 +124,7 @@ def discover(paths: Sequence[str | Path], include: Sequence[str] = ()) -> list[S
     """Every `.py` file under `paths` (files count as given), filtered by `include` globs, sorted."""
     if not paths:
         raise InputError("scan", "no path given")
+    # Keyed by where the file really is: many names (symlinks) for one file are read and scanned once.
     found: dict[Path, SourceFile] = {}
     for raw in paths:
         path = Path(raw)
@@ -137,7 +139,12 @@ def discover(paths: Sequence[str | Path], include: Sequence[str] = ()) -> list[S
             for filename in filenames:
                 if filename.endswith(".py"):
                     file = Path(directory, filename)
-                    found.setdefault(file, SourceFile(file, _relative(file, path)))
+                    try:
+                        real = file.resolve()
+                    except (OSError, RuntimeError):  # a loop of symlinks: read_source says so
+                        real = file
+                    if real not in found:
+                        found[real] = SourceFile(file, _relative(file, path))
     files = sorted(found.values(), key=lambda f: f.relative)
     if include:
         files = [f for f in files if any(_glob(f.relative, pattern) for pattern in include)]
@@ -148,16 +155,17 @@ _ROOTS: dict[Path, Path | None] = {}
 
 
 def _relative(file: Path, scanned: Path) -> str:
-    """`Site.path`: relative to the import root in a package, else to the directory scanned."""
+    """`Site.path`: relative to the import root in a package, else to the directory scanned. Bytes of
+    the name that are not UTF-8 are written ``\\xNN`` (a site's path is text every output carries)."""
     directory = file.parent
     if directory not in _ROOTS:
         _ROOTS[directory] = import_root(file)
     root = _ROOTS[directory]
     base = root if root is not None else (scanned if scanned.is_dir() else file.parent)
     try:
-        return file.relative_to(base).as_posix()
+        return visible(file.relative_to(base).as_posix())
     except ValueError:
-        return file.name
+        return visible(file.name)
 
 
 def _glob(relative: str, pattern: str) -> bool:

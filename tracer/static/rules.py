@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 import tomllib
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer.errors import InputError
+from tracer.input_files import MAX_RULES_BYTES, read_side_input
 
 
 def _builtin_rules_dir() -> Path:
@@ -144,25 +146,28 @@ def _build_rule_set(files: Sequence[Path]) -> RuleSet:
     arg_patterns: dict[str, re.Pattern[str]] = {}
     rules: dict[str, Rule] = {}
     for path in files:
-        raw_bytes = path.read_bytes()
-        hasher.update(path.name.encode() + b"\0" + raw_bytes)
+        raw_bytes = read_side_input(path, "rule file", MAX_RULES_BYTES)
+        hasher.update(os.fsencode(path.name) + b"\0" + raw_bytes)
         try:
             data = tomllib.loads(raw_bytes.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             raise InputError(path, f"not a valid TOML rule file: {err}") from None
-        scope = data.get("scope", {})
-        skip.update(scope.get("skip_decorators", ()))
-        for name, pattern in data.get("arg_classes", {}).items():
-            arg_patterns[name] = _compile(path, pattern)
-        shared_factors.extend(_factor(path, raw) for raw in data.get("factor", ()))
-        family = data.get("family", path.stem)
-        for raw in data.get("rule", ()):
-            rule = _rule(path, family, raw)
-            if rule.code in rules:
-                raise InputError(
-                    path, f"rule code {rule.code} is already defined in {rules[rule.code].source}"
-                )
-            rules[rule.code] = rule
+        try:
+            scope = data.get("scope", {})
+            skip.update(scope.get("skip_decorators", ()))
+            for name, pattern in data.get("arg_classes", {}).items():
+                arg_patterns[name] = _compile(path, pattern)
+            shared_factors.extend(_factor(path, raw) for raw in data.get("factor", ()))
+            family = data.get("family", path.stem)
+            for raw in data.get("rule", ()):
+                rule = _rule(path, family, raw)
+                if rule.code in rules:
+                    raise InputError(
+                        path, f"rule code {rule.code} is already defined in {rules[rule.code].source}"
+                    )
+                rules[rule.code] = rule
+        except (TypeError, ValueError, AttributeError, OverflowError) as err:  # a value of the wrong type
+            raise InputError(path, f"not a valid rule file: {type(err).__name__}: {err}") from None
     for needed in ("dtype", "device"):
         if needed not in arg_patterns:
             raise InputError(BUILTIN_RULES_DIR, f"no [arg_classes] pattern for {needed!r}")
@@ -171,6 +176,12 @@ def _build_rule_set(files: Sequence[Path]) -> RuleSet:
 
 
 def _compile(path: Path, pattern: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str):
+        raise InputError(path, f"a pattern is {type(pattern).__name__}, not a string")
+    if path.parent.resolve() != BUILTIN_RULES_DIR.resolve():
+        from tracer.static.patterns import BoundedPattern
+
+        return BoundedPattern(pattern, path)  # type: ignore[return-value]  (a user's: time-bounded)
     try:
         return re.compile(pattern)
     except re.error as err:

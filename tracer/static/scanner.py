@@ -5,14 +5,13 @@ from __future__ import annotations
 import ast
 import multiprocessing
 import os
-import sqlite3
 import stat
 import threading
 import time
 import tokenize
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from io import BytesIO
@@ -25,6 +24,7 @@ from tracer.static.files import SourceFile, discover
 from tracer.static.rules import RuleSet, load_rule_set
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # generated tables and vendored blobs: not code worth mapping
+MAX_HIT_LINES = 5_000  # sglang's busiest file has a few hundred
 _IN_PROCESS_BYTES = 1_500_000  # below this much uncached source, workers cost more than they save
 _CHUNK_BYTES = 400_000
 NESTED_TOO_DEEP = "cannot parse: nested too deeply for Python's parser"
@@ -137,6 +137,8 @@ def scan_source(
     hits = fastscan.hit_lines(raw, pattern, aliases)
     if not hits:
         return FileScan(())
+    if len(hits) > MAX_HIT_LINES:  # generated code or data: each site costs ~1 ms to place and score
+        return FileScan((), f"{len(hits):,} lines hold candidate sites (over {MAX_HIT_LINES:,}): generated code? not scanned")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in the scanned code are not ours
@@ -215,14 +217,10 @@ def _guarded(source: bytes, relative: str, rules: RuleSet, patterns) -> FileScan
 
 
 def _open_cache(cache_dir: Path | None | Literal[False]) -> ScanCache | None:
-    """The cache, or None when disabled or unusable (a read-only home must not stop a scan)."""
+    """The cache, or None when disabled (an unusable one disables itself, with one warning line)."""
     if cache_dir is False:
         return None
-    try:
-        return ScanCache(default_cache_dir() if cache_dir is None else cache_dir)
-    except (OSError, sqlite3.Error) as err:
-        warnings.warn(f"kerneltrace: scan cache disabled: {err}", stacklevel=3)
-        return None
+    return ScanCache(default_cache_dir() if cache_dir is None else cache_dir)
 
 
 def _start_method() -> str:
@@ -251,44 +249,43 @@ def scan(
     `cache_dir=None` uses the default cache (`$XDG_CACHE_HOME/kerneltrace`), `False` disables it.
     `progress(done, total)` is called as files finish. Raises `InputError` for a missing path or a
     bad rule file; files that cannot be read or parsed are listed in `ScanResult.skipped`.
+    Files are read, looked up, scanned and let go batch by batch: memory holds one batch of source.
     """
     started = time.perf_counter()
     rules = load_rule_set(rules_dirs)
     files = discover(paths, include)
     total = len(files)
-    sources: list[bytes | None] = []
-    unread: dict[int, str] = {}  # file index -> why it was not read
-    for index, file in enumerate(files):
-        source = read_source(file.absolute)
-        if isinstance(source, str):
-            unread[index] = source
-            sources.append(None)
-        else:
-            sources.append(source)
-    keys = [entry_key(f.relative, s, rules.digest) if s is not None else "" for f, s in zip(files, sources)]
     cache = _open_cache(cache_dir)
-    cached = cache.get_many([k for k in keys if k]) if cache is not None else {}
     results: dict[int, FileScan] = {}
-    todo: list[int] = []
-    for index, key in enumerate(keys):
-        if key in cached:
-            sites, skipped = cached[key]
-            results[index] = FileScan(tuple(sites), skipped)
-        elif sources[index] is None:
-            results[index] = FileScan((), unread[index])
-        else:
-            todo.append(index)
-    cache_hits = len(results) - sum(1 for s in sources if s is None)
-    if progress:
-        progress(len(results), total)
-    fresh = _scan_files(files, sources, todo, rules, jobs, progress, len(results), total)
-    results.update(fresh)
-    if cache is not None:
-        try:
-            cache.put_many((keys[i], list(r.sites), r.skipped) for i, r in fresh.items() if keys[i])
-        except sqlite3.Error as err:  # a full disk or a locked cache costs the next run time, not this one
-            warnings.warn(f"kerneltrace: scan cache not written: {err}", stacklevel=2)
-        cache.close()
+    cache_hits = 0
+    pool = _Pool(rules, jobs)
+    try:
+        for batch in _read_batches(files):
+            sources = {i: s for i, s in batch.items() if isinstance(s, bytes)}
+            for index, reason in batch.items():
+                if isinstance(reason, str):
+                    results[index] = FileScan((), reason)
+            keys = {i: entry_key(files[i].relative, s, rules.digest) for i, s in sources.items()}
+            cached = (
+                cache.lookup([(keys[i], files[i].relative, s) for i, s in sources.items()]) if cache else {}
+            )
+            for index in sources:
+                if keys[index] in cached:
+                    sites, skipped = cached[keys[index]]
+                    results[index] = FileScan(tuple(sites), skipped)
+                    cache_hits += 1
+            todo = [i for i in sources if keys[i] not in cached]
+            if progress:
+                progress(len(results), total)
+            fresh = pool.scan(files, sources, todo, progress, len(results), total)
+            results.update(fresh)
+            if cache is not None:
+                cache.put_many((keys[i], list(r.sites), r.skipped) for i, r in fresh.items())
+            del sources, batch
+    finally:
+        pool.close()
+        if cache is not None:
+            cache.close()
     sites: list[Site] = []
     skipped: list[SkippedFile] = []
     for index, file in enumerate(files):
@@ -301,47 +298,74 @@ def scan(
     return ScanResult(tuple(sites), total, tuple(skipped), time.perf_counter() - started, cache_hits)
 
 
-def _scan_files(
-    files: list[SourceFile],
-    sources: list[bytes | None],
-    todo: list[int],
-    rules: RuleSet,
-    jobs: int | None,
-    progress: Callable[[int, int], None] | None,
-    done: int,
-    total: int,
-) -> dict[int, FileScan]:
-    from tracer.static import fastscan
+BATCH_BYTES = 64 << 20  # source read ahead of the scan: bounds the scan's memory
 
-    results: dict[int, FileScan] = {}
-    jobs = jobs or os.cpu_count() or 1
-    todo_bytes = sum(len(sources[i] or b"") for i in todo)
-    if jobs <= 1 or todo_bytes < _IN_PROCESS_BYTES:
-        patterns = (fastscan.prefilter_pattern(rules), fastscan.alias_pattern(rules))
-        for count, index in enumerate(todo, 1):
-            results[index] = _guarded(sources[index], files[index].relative, rules, patterns)  # type: ignore[arg-type]
-            if progress and (count % 20 == 0 or count == len(todo)):
-                progress(done + count, total)
-        return results
-    # Big files first so that no worker is left with a large file at the end; chunks of similar size.
-    order = sorted(todo, key=lambda i: -len(sources[i] or b""))
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    current_bytes = 0
-    for index in order:
-        current.append(index)
-        current_bytes += len(sources[index] or b"")
-        if current_bytes >= _CHUNK_BYTES:
+
+def _read_batches(files: list[SourceFile]) -> Iterator[dict[int, bytes | str]]:
+    """Each file's bytes (or why it was not read), in batches of about `BATCH_BYTES`."""
+    batch: dict[int, bytes | str] = {}
+    size = 0
+    for index, file in enumerate(files):
+        batch[index] = read_source(file.absolute)
+        size += len(batch[index]) if isinstance(batch[index], bytes) else 0
+        if size >= BATCH_BYTES:
+            yield batch
+            batch, size = {}, 0
+    if batch:
+        yield batch
+
+
+class _Pool:
+    """Scans a batch's files in this process when they are few, else in worker processes (started
+    once, on the first batch big enough to need them)."""
+
+    def __init__(self, rules: RuleSet, jobs: int | None) -> None:
+        self.rules = rules
+        self.jobs = jobs or os.cpu_count() or 1
+        self._executor: ProcessPoolExecutor | None = None
+        self._patterns = None
+
+    def scan(
+        self,
+        files: list[SourceFile],
+        sources: dict[int, bytes],
+        todo: list[int],
+        progress: Callable[[int, int], None] | None,
+        done: int,
+        total: int,
+    ) -> dict[int, FileScan]:
+        from tracer.static import fastscan
+
+        results: dict[int, FileScan] = {}
+        todo_bytes = sum(len(sources[i]) for i in todo)
+        if self.jobs <= 1 or (todo_bytes < _IN_PROCESS_BYTES and self._executor is None):
+            if self._patterns is None:
+                self._patterns = (fastscan.prefilter_pattern(self.rules), fastscan.alias_pattern(self.rules))
+            for count, index in enumerate(todo, 1):
+                results[index] = _guarded(sources[index], files[index].relative, self.rules, self._patterns)
+                if progress and (count % 20 == 0 or count == len(todo)):
+                    progress(done + count, total)
+            return results
+        # Big files first so that no worker is left with a large file at the end; chunks of similar size.
+        order = sorted(todo, key=lambda i: -len(sources[i]))
+        chunks: list[list[int]] = []
+        current: list[int] = []
+        current_bytes = 0
+        for index in order:
+            current.append(index)
+            current_bytes += len(sources[index])
+            if current_bytes >= _CHUNK_BYTES:
+                chunks.append(current)
+                current, current_bytes = [], 0
+        if current:
             chunks.append(current)
-            current, current_bytes = [], 0
-    if current:
-        chunks.append(current)
-    context = multiprocessing.get_context(_start_method())
-    with ProcessPoolExecutor(
-        max_workers=jobs, mp_context=context, initializer=_worker_init, initargs=(rules,)
-    ) as pool:
+        if self._executor is None:
+            context = multiprocessing.get_context(_start_method())
+            self._executor = ProcessPoolExecutor(
+                max_workers=self.jobs, mp_context=context, initializer=_worker_init, initargs=(self.rules,)
+            )
         futures = {
-            pool.submit(_scan_chunk, [(sources[i], files[i].relative) for i in chunk]): chunk
+            self._executor.submit(_scan_chunk, [(sources[i], files[i].relative) for i in chunk]): chunk
             for chunk in chunks
         }
         for future in as_completed(futures):
@@ -351,4 +375,9 @@ def _scan_files(
             done += len(chunk)
             if progress:
                 progress(done, total)
-    return results
+        return results
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None

@@ -1,0 +1,63 @@
+"""Leave out events nested deeper than any real profile nests them, so no later stage pays depth^2.
+
+The join keeps each context (ranges, ops, frames around a kernel) as a chain, and a chain of depth d
+costs d^2 to build; a crafted trace with ranges nested 5,000 deep took gigabytes. Real ones nest
+record_function ranges and ops a few tens deep, and Python frames at most as deep as Python's
+recursion limit (1,000), so events beyond `MAX_DEPTH` are dropped here, with a note saying so.
+Depth per thread is computed without a Python loop per event: for intervals that nest, the ones
+containing an event are those started at or before it and not yet ended when it starts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracer.model.events import INT_COLUMNS, Cat, EventTable
+
+MAX_DEPTH = {
+    Cat.USER_ANNOTATION: 256,
+    Cat.CPU_OP: 256,
+    Cat.PYTHON_FUNCTION: 1_100,
+}
+
+
+def without_deep_nesting(table: EventTable) -> tuple[EventTable, int]:
+    """`table` without the events nested deeper than `MAX_DEPTH` in their thread (and category), and
+    how many were left out (the table itself when none were)."""
+    cats = np.frombuffer(table.cat, dtype=np.int8) if len(table) else np.zeros(0, np.int8)
+    drop = np.zeros(len(table), dtype=bool)
+    for cat, limit in MAX_DEPTH.items():
+        rows = np.flatnonzero(cats == int(cat))
+        if len(rows) <= limit:
+            continue
+        drop[rows[_depths(table, rows) > limit]] = True
+    dropped = int(drop.sum())
+    if not dropped:
+        return table, 0
+    keep = np.flatnonzero(~drop).tolist()
+    out = EventTable()
+    for name in INT_COLUMNS:
+        column = getattr(table, name)
+        getattr(out, name).extend(column[row] for row in keep)
+    out.name.extend(table.name[row] for row in keep)
+    out.args.extend(table.args[row] for row in keep)
+    return out, dropped
+
+
+def _depths(table: EventTable, rows: np.ndarray) -> np.ndarray:
+    """Nesting depth (1 = outermost) of each of `rows` among `rows` of the same (pid, tid)."""
+    pid = np.asarray(table.pid, dtype=np.int64)[rows]
+    tid = np.asarray(table.tid, dtype=np.int64)[rows]
+    start = np.asarray(table.ts_ns, dtype=np.int64)[rows]
+    end = start + np.asarray(table.dur_ns, dtype=np.int64)[rows]
+    depth = np.zeros(len(rows), dtype=np.int64)
+    order = np.lexsort((start, tid, pid))
+    keys = np.stack((pid[order], tid[order]), axis=1)
+    bounds = np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1
+    for group in np.split(order, bounds):
+        starts = np.sort(start[group])
+        ends = np.sort(end[group])
+        begun = np.searchsorted(starts, start[group], side="right")  # started at or before it (itself too)
+        over = np.searchsorted(ends, start[group], side="right")  # ended by the time it starts
+        depth[group] = begun - over
+    return depth
