@@ -14,7 +14,10 @@ WIDTH_WHEN_PIPED = 200
 JSON_SHAPE = """\b
 --json prints one object (all findings, ranked; numbers in ns, bytes, GB/s):
   trace, time_basis ("gpu" | "cpu"), device, peak_gbps, total_ns, window_ns,
-  gpu_busy_fraction, steps, step_ns, layers, attributed_fraction,
+  gpu_busy_fraction, steps, step_ns, step_method (how the steps were found),
+  step_evidence [str], step_starts_ns [int], step_ends_ns [int],
+  step_kinds [str], steps_exact (false: calls/step are approximate), layers,
+  attributed_fraction,
   replay_fraction, replay_attributed_fraction, rank, notes [str],
   findings [{kernel, kernel_short, category, calls, total_ns, per_call_ns,
     share, steps, calls_per_step, invariant, bytes_per_call, bytes_basis,
