@@ -35,6 +35,7 @@ def analyse(
     config: Path | None = None,
     step_range: str | None = None,
     peak_gbps: float | None = None,
+    step_methods: tuple[str, ...] | None = None,
 ) -> Analysis:
     """Group the attributed GPU time (or CPU op self time, without GPU events) into ranked findings."""
     import numpy as np
@@ -58,7 +59,7 @@ def analyse(
             work.append(_step_work(events, activities) if time_basis == "gpu" else work_of_trace(trace))
         return work[0]
 
-    steps = find_steps(trace, step_range=step_range, work=step_work, shape=shape)
+    steps = find_steps(trace, step_range=step_range, work=step_work, shape=shape, methods=step_methods)
     check = StepCheck()
     if steps is not None:
         if shape.layers is None:

@@ -25,6 +25,8 @@ MIN_SIMILAR = 0.75  # median share of a repeat's kernels that the typical repeat
 LAYER_SHARE = 0.25  # share of a step's kernels that run a multiple of the layer count in it
 STEP_GAP = 0.5  # a step's cuts sit on gaps at least this share of the widest-cut period's
 MAX_OFFSETS = 64  # repeat starts tried per candidate period
+SAME_BLOCK = 0.75  # share of a layer's kernels equal to the typical layer's, position by position
+RESYNC = 0.2  # share of its kernels a layer may differ in length from the typical one
 MAX_PERIOD_SEARCH = 4096  # longest layer block looked for inside a step (kernels)
 MAX_STEP_SEARCH = 65536  # kernels of a step read when looking for its layer block
 
@@ -289,9 +291,15 @@ def _best_cuts(
     n = len(codes)
     first = int(positions[0])
     lengths = np.diff(positions)
-    local = [0] + [
-        int(a) + 1 + int(np.argmax(gaps[a + 1 : b + 1])) for a, b in itertools.pairwise(positions.tolist())
-    ]
+    # A step starts with a per-step kernel (embedding) or the one before ended with one (sampling):
+    # between two anchors, the cut goes at the widest gap next to a per-step kernel.
+    beside = np.unique(np.concatenate([where[c] for c in full] + [where[c] + 1 for c in full]))
+    local = [0]
+    for a, b in itertools.pairwise(positions.tolist()):
+        near = beside[(beside > a) & (beside <= b)]
+        if not len(near):
+            near = np.arange(a + 1, b + 1)
+        local.append(int(near[np.argmax(gaps[near])]))
     offsets = [
         _widest_gap_offset(gaps, positions, int(lengths.min())),
         min(int(where[c][0]) for c in full) - first,
@@ -360,7 +368,25 @@ def find_layer_block(codes: np.ndarray) -> LayerBlock | None:
             best_p, best_matches = p, matches
     if best_p == 0:
         return None
-    repeats = round(best_matches / best_p) + 1
+    # The layers: blocks of best_p kernels, back to back, each mostly equal to the one where the
+    # matches start (a first layer reading the embedding differs in a kernel or two).
+    equal = codes[:-best_p] == codes[best_p:]
+    start = int(np.argmax(equal))
+    block = codes[start : start + best_p]
+    repeats = 1
+    resync = int(RESYNC * best_p)  # below best_p: every move goes on in its direction
+    for direction in (1, -1):
+        at = start
+        while True:  # the next block, a few kernels either way (a layer with one kernel more)
+            nearby = [
+                (int(np.count_nonzero(codes[b : b + best_p] == block)), b)
+                for shift in range(-resync, resync + 1)
+                if 0 <= (b := at + direction * best_p + shift) and b + best_p <= n
+            ]
+            if not nearby or max(nearby)[0] < SAME_BLOCK * best_p:
+                break
+            at = max(nearby)[1]
+            repeats += 1
     covered = min(1.0, repeats * best_p / n)
     if repeats < 2 or covered < 0.5:
         return None

@@ -9,8 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tracer.errors import InputError
-from tracer.explain.ranks.consistency import combine, consistency
+from tracer.explain.ranks.consistency import combine, consistency, step_methods_to_align
 from tracer.explain.ranks.files import find_rank_traces
 from tracer.explain.ranks.records import Collective, RankReport, RankResult
 from tracer.model.events import Cat, Trace
@@ -43,6 +42,11 @@ def explain_ranks(
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
             results = list(pool.map(_explain_rank, *zip(*jobs)))
+    for index, key in step_methods_to_align(results).items():  # one definition of a step on every rank
+        path, captures, kwargs = jobs[index]
+        again = _explain_rank(path, captures, {**kwargs, "step_methods": (key,)})
+        if again.analysis.steps:
+            results[index] = again
     ranked = []
     for index, (trace, result) in enumerate(zip(found, results)):
         rank = trace.rank if trace.rank is not None else result.analysis.rank
@@ -76,7 +80,7 @@ def _explain_rank(path: str, captures: list[str], explain_kwargs: dict[str, Any]
         kwargs["capture"] = captures
     analysis = explain_trace(trace, **kwargs)
     base = trace.meta.base_time_ns or 0
-    starts, ends = _step_spans(trace, kwargs.get("step_range"))
+    starts, ends = analysis.step_starts_ns, analysis.step_ends_ns  # the steps the analysis used
     collectives, source = _collectives(trace)
     return RankResult(
         rank=analysis.rank if analysis.rank is not None else -1,
@@ -88,18 +92,6 @@ def _explain_rank(path: str, captures: list[str], explain_kwargs: dict[str, Any]
         collectives=tuple(Collective(n, base + s, base + e) for n, s, e in collectives),
         collective_source=source,
     )
-
-
-def _step_spans(trace: Trace, step_range: str | None) -> tuple[list[int], list[int]]:
-    from tracer.explain.steps import find_steps
-
-    try:
-        steps = find_steps(trace, step_range=step_range)  # markers only: no GPU sequence given
-    except InputError:
-        return [], []
-    if steps is None:
-        return [], []
-    return list(steps.starts_ns), list(steps.ends_ns)
 
 
 def _collectives(trace: Trace) -> tuple[list[tuple[str, int, int]], str]:
