@@ -13,7 +13,6 @@ back, and a period of several steps cuts at step gaps too but is longer).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -127,57 +126,53 @@ def find_period(
 
 
 def _coarsened(fine: Period, codes: np.ndarray, gaps: np.ndarray, layers: int | None) -> Period | None:
-    """Steps made of ``k`` repeats of a finer period (one layer each): when the repeats that hold
-    kernels the typical repeat does not (a step's embedding and sampling, sharing their kernel names
-    with layer kernels) come every k repeats, k is the layer count (``layers`` when known) and the
-    step starts at the widest idle gap inside each of them, a wait at least twice the fine cuts'."""
+    """Steps made of repeats of a finer period (one layer each): the whole repeats that hold kernels
+    the typical repeat does not (a step's embedding and sampling, sharing their kernel names with
+    layer kernels) mark where steps meet, every k repeats when there are several; the step starts at
+    the widest idle gap inside each, a wait at least twice the fine cuts' (without a layer count, and
+    only when a fine repeat holds no repeated block itself: then it is a layer). A step holding fewer
+    kernels than nine tenths of the largest is cut by the trace's edge."""
     import numpy as np
 
+    n = len(codes)
     sizes = np.asarray(fine.ends) - np.asarray(fine.cuts)
     whole = np.asarray(fine.whole)
-    odd = np.flatnonzero(sizes != fine.typical)
-    if len(odd) < 2:
+    odd = np.flatnonzero(whole & (sizes != fine.typical))
+    if not len(odd):
         return None
-    spacing = np.diff(odd)
-    k = int(spacing[0])
-    if k < 2 or (spacing != k).any() or (layers and k % layers):
-        return None
-    if not whole[1:-1].all():
-        return None
-    bounds = []
-    for i in odd.tolist():
-        a, b = fine.cuts[i], fine.ends[i]
-        bounds.append(a + int(np.argmax(gaps[a:b])) if b > a else a)
+    if len(odd) >= 2:
+        spacing = np.diff(odd)
+        if int(spacing[0]) < 2 or (spacing != spacing[0]).any():
+            return None
+    # The last repeat of the trace holds the last step's tail (its sampling), not the start of another.
+    starting = [i for i in odd.tolist() if i < len(sizes) - 1] or odd.tolist()
+    bounds = [fine.cuts[i] + int(np.argmax(gaps[fine.cuts[i] : fine.ends[i]])) for i in starting]
     wait = float(np.median(gaps[np.asarray(bounds)]))
     if layers is None:
         if wait < 2 * max(1.0, fine.cut_gap):
             return None
         typical_repeat = int(np.flatnonzero(whole & (sizes == fine.typical))[0])
-        inner = find_layer_block(codes[fine.cuts[typical_repeat] : fine.ends[typical_repeat]])
-        if inner is not None:
+        if find_layer_block(codes[fine.cuts[typical_repeat] : fine.ends[typical_repeat]]) is not None:
             return None  # the fine repeats hold repeated blocks themselves: they are steps, not layers
     cuts = sorted({0, *bounds})
-    ends = cuts[1:] + [len(codes)]
-    first_odd = int(odd[0])
-    # A group is whole when it holds k fine repeats: the first when the trace starts at a step.
-    repeats_in = [
-        int(((np.asarray(fine.cuts) >= a) & (np.asarray(fine.cuts) < b)).sum()) for a, b in zip(cuts, ends)
-    ]
-    whole_groups = [abs(r - k) <= 1 and (i > 0 or first_odd == 0 or r >= k) for i, r in enumerate(repeats_in)]
-    if sum(whole_groups) < 2 and not (sum(whole_groups) >= 1 and len(cuts) >= 2):
+    ends = [*cuts[1:], n]
+    held = np.asarray(ends) - np.asarray(cuts)
+    group_whole = held >= 0.9 * held.max()
+    group = round(float(np.median(held[group_whole])) / fine.typical)
+    if group_whole.sum() < 2 or group < 2 or (layers and abs(group - layers) > 1):
         return None
     return Period(
         repeats=len(cuts),
         cuts=tuple(cuts),
         ends=tuple(ends),
-        whole=tuple(whole_groups),
+        whole=tuple(group_whole.tolist()),
         anchors=fine.anchors,
         per_layer_kernel=fine.anchors[0] if fine.anchors else None,
         layer_check=True,
-        typical=fine.typical * k,
+        typical=round(float(np.median(held[group_whole]))),
         cut_gap=wait,
-        covered=fine.covered,
-        group=k,
+        covered=float(held[group_whole].sum()) / n,
+        group=group,
     )
 
 
@@ -279,27 +274,22 @@ def _best_cuts(
 ) -> tuple[list[int], list[bool], float]:
     """Where the repeats start, which are whole, and the median gap at the cuts.
 
-    Each boundary lies between two consecutive anchors. Tried: the widest gap between each pair
-    (a prefill step lays its kernels out unlike the decode steps after it), the widest gap at one
-    offset from every anchor, just before the first per-step kernel, and starts spread over the span
-    where the whole repeats fit between the trace's edges (a trace that begins with work of no step).
-    The cuts leaving the most repeats whole (each anchor once, at least PARTIAL_SHARE of a typical
-    repeat) win; then those on the widest gaps.
+    Tried: before (or after) each anchor kernel in every repeat, and at one offset from the first
+    anchor's calls (the widest gap found at one offset, just before the first per-step kernel, and
+    starts spread over the span where the whole repeats fit between the trace's edges: a trace that
+    begins with work of no step). Of each kind, the cuts leaving the most repeats whole (each anchor
+    once, at least PARTIAL_SHARE of a typical repeat), then on the widest gaps.
     """
     import numpy as np
 
     n = len(codes)
     first = int(positions[0])
     lengths = np.diff(positions)
-    # A step starts with a per-step kernel (embedding) or the one before ended with one (sampling):
-    # between two anchors, the cut goes at the widest gap next to a per-step kernel.
-    beside = np.unique(np.concatenate([where[c] for c in full] + [where[c] + 1 for c in full]))
-    local = [0]
-    for a, b in itertools.pairwise(positions.tolist()):
-        near = beside[(beside > a) & (beside <= b)]
-        if not len(near):
-            near = np.arange(a + 1, b + 1)
-        local.append(int(near[np.argmax(gaps[near])]))
+    # A step starts with a per-step kernel (embedding) or the one before it ended with one (sampling):
+    # cut before (or after) the same anchor kernel in every repeat; relative to a kernel, not to a
+    # position, so a prefill laid out unlike the decode steps after it is cut at the same place.
+    slots = [where[c] for c in full] + [where[c] + 1 for c in full]
+    by_anchor = [sorted({0, *(c for c in at.tolist() if c < n)}) for at in slots]
     offsets = [
         _widest_gap_offset(gaps, positions, int(lengths.min())),
         min(int(where[c][0]) for c in full) - first,
@@ -308,23 +298,43 @@ def _best_cuts(
     offsets += (
         np.linspace(-first, latest, num=min(MAX_OFFSETS, latest + first + 1)).round().astype(int).tolist()
     )
-    tried = [local] + [
+    by_offset = [
         sorted({0} | {int(p) + offset for p in positions.tolist() if 0 < int(p) + offset < n})
         for offset in dict.fromkeys(offsets)
     ]
-    best: tuple[tuple[int, float], list[int], list[bool]] | None = None
-    for cuts in tried:
-        bounds = np.asarray(cuts, dtype=np.int64)
-        sizes = np.diff(np.append(bounds, n))
-        whole = sizes >= PARTIAL_SHARE * typical
-        for code in full:
-            held = np.bincount(np.searchsorted(bounds, where[code], side="right") - 1, minlength=len(cuts))
-            whole &= held == 1
-        score = (int(whole.sum()), float(np.median(gaps[bounds[1:]])) if len(bounds) > 1 else 0.0)
-        if best is None or score > best[0]:
-            best = (score, cuts, whole.tolist())
-    assert best is not None
+    best_anchor = max(
+        (_score(cuts, codes, gaps, where, full, typical) for cuts in by_anchor), key=lambda b: b[0]
+    )
+    best_offset = max(
+        (_score(cuts, codes, gaps, where, full, typical) for cuts in by_offset), key=lambda b: b[0]
+    )
+    # Cuts next to the per-step kernels are the trace's own structure: they win unless cuts at one
+    # offset leave more than the two edge repeats more whole (on a CPU, a range around each layer
+    # can leave longer gaps between layers than between steps, so gaps alone would cut inside a step).
+    best = best_anchor if best_anchor[0][0] >= best_offset[0][0] - 2 else best_offset
     return best[1], best[2], best[0][1]
+
+
+def _score(
+    cuts: list[int],
+    codes: np.ndarray,
+    gaps: np.ndarray,
+    where: list[np.ndarray],
+    full: list[int],
+    typical: float,
+) -> tuple[tuple[int, float], list[int], list[bool]]:
+    """((whole repeats, median gap at the cuts), the cuts, which repeats are whole)."""
+    import numpy as np
+
+    n = len(codes)
+    bounds = np.asarray(cuts, dtype=np.int64)
+    sizes = np.diff(np.append(bounds, n))
+    whole = sizes >= PARTIAL_SHARE * typical
+    for code in full:
+        held = np.bincount(np.searchsorted(bounds, where[code], side="right") - 1, minlength=len(cuts))
+        whole &= held == 1
+    gap = float(np.median(gaps[bounds[1:]])) if len(bounds) > 1 else 0.0
+    return (int(whole.sum()), gap), cuts, whole.tolist()
 
 
 def _widest_gap_offset(gaps: np.ndarray, anchor: np.ndarray, span: int, sample: int = 32) -> int:

@@ -34,6 +34,7 @@ class RangeSteps:
     families: tuple[str, ...]  # the names they go by, digits as '#' ("iteration #")
     evidence: tuple[str, ...]
     left_out: tuple[str, ...] = ()  # occurrences holding part of a set (cut by the trace's edges)
+    stops: tuple[int, ...] = ()  # starts of the occurrences left out: no step takes in their work
 
 
 @dataclass
@@ -138,12 +139,8 @@ def _by_layer_sets(families: dict[str, _Family], cover: _Coverage, shape: ModelS
     for *_, name in outer:
         counts[name] += 1
     chosen = {r for _, _, r, _ in outer}
-    cut = [
-        (s, e)
-        for name in counts
-        for s, e, r in families[name].spans
-        if r not in chosen and 0 < marks.sets_within(s, e)[0] < marks.count
-    ]
+    others = [(s, e) for name in counts for s, e, r in families[name].spans if r not in chosen]
+    cut = [(s, e) for s, e in others if 0 < marks.sets_within(s, e)[0] < marks.count]
     left_out = []
     if cut:
         left_out.append(
@@ -158,7 +155,13 @@ def _by_layer_sets(families: dict[str, _Family], cover: _Coverage, shape: ModelS
         ),
         *passed_over,
     ]
-    return RangeSteps(tuple(r for _, _, r, _ in outer), tuple(counts), tuple(evidence), tuple(left_out))
+    return RangeSteps(
+        tuple(r for _, _, r, _ in outer),
+        tuple(counts),
+        tuple(evidence),
+        tuple(left_out),
+        tuple(s for s, _ in others),
+    )
 
 
 def _by_repetition(

@@ -307,7 +307,9 @@ def _range_steps(trace: Trace, work: StepWork, shape: ModelShape) -> Steps | Non
     if found is None:
         return None
     name = found.families[0] if len(found.families) == 1 else " + ".join(found.families)
-    steps = _from_markers(trace, list(found.rows), METHOD_RANGE.format(name=name), contiguous=False)
+    steps = _from_markers(
+        trace, list(found.rows), METHOD_RANGE.format(name=name), contiguous=False, stops=found.stops
+    )
     stages = ()
     if len(found.families) > 1:
         from tracer.explain.step_ranges import family_of
@@ -327,7 +329,11 @@ def _outer_rows(trace: Trace, rows: list[int]) -> list[int]:
     return outer
 
 
-def _from_markers(trace: Trace, rows: list[int], method: str, *, contiguous: bool) -> Steps:
+def _from_markers(
+    trace: Trace, rows: list[int], method: str, *, contiguous: bool, stops: tuple[int, ...] = ()
+) -> Steps:
+    """Steps from marker ranges; ``stops``: starts of markers left out (cut ones), where a step ends
+    at the latest, so that it takes in none of their work."""
     events = trace.events
     outer = _outer_rows(trace, rows)
     starts = [events.ts_ns[r] for r in outer]
@@ -337,6 +343,12 @@ def _from_markers(trace: Trace, rows: list[int], method: str, *, contiguous: boo
     else:
         period = statistics.median(b - a for a, b in itertools.pairwise(starts))
         ends = starts[1:] + [max(own_ends[-1], starts[-1] + int(period))]
+    if stops:
+        bounds = sorted(stops)
+        for i, (start, own_end) in enumerate(zip(starts, own_ends)):
+            after = bisect.bisect_right(bounds, start)
+            if after < len(bounds):
+                ends[i] = max(own_end, min(ends[i], bounds[after]))
     return Steps(method, tuple(starts), tuple(ends), "cpu", tuple(events.name[r] for r in outer))
 
 
@@ -516,7 +528,9 @@ def _period_steps(work: StepWork, shape: ModelShape) -> Steps | None:
     if period.cut_gap > 0:
         evidence.append(f"the repeats start after idle gaps of {period.cut_gap / 1e3:.1f} us (median)")
     evidence += [f"not a step: the period of {text}" for text in choice.passed_over]
-    steps = Steps(METHOD_REPETITION, tuple(starts), tuple(ends), "gpu", (), tuple(evidence))
+    # CPU ops (no GPU work) run on the clock of the ranges and frames: the layer marks can be counted.
+    clock = "cpu" if bool((work.when_ns == work.start_ns).all()) else "gpu"
+    steps = Steps(METHOD_REPETITION, tuple(starts), tuple(ends), clock, (), tuple(evidence))
     keep = [i for i, whole in enumerate(period.whole) if whole]
     cut = [i for i, whole in enumerate(period.whole) if not whole]
     sizes = [b - a for a, b in zip(period.cuts, period.ends)]
@@ -605,7 +619,7 @@ def _without_cut_edges(steps: Steps, work: StepWork, shape: ModelShape, windowed
         layers = marks.sets_within(steps.starts_ns[i], steps.ends_ns[i])[0] if marks is not None else None
         reaches_out = (
             steps.starts_ns[i] < loaded[0] - slack if i == 0 else steps.ends_ns[i] > loaded[1] + slack
-        )
+        ) or steps.method == METHOD_REPETITION  # repeats start and end at loaded work: the edges are suspect
         if layers is not None and 0 < layers < marks.count:
             why = f"holds {layers} of the {marks.count} layers ({marks.source})"
         elif counts[i] < PARTIAL_BELOW * typical and bool((held <= typical_held).all()):
@@ -633,8 +647,10 @@ def _stages_by_content(steps: Steps, work: StepWork) -> Steps:
     signatures = [frozenset(np.unique(work.codes[index == i]).tolist()) for i in range(len(steps))]
     seen = Counter(code for s in signatures for code in s)
     usual = frozenset(code for code, count in seen.items() if count * 2 > len(steps))  # in most steps
-    # Another kind: two or more kernels that most steps do not run.
-    odd = [i for i, s in enumerate(signatures) if len(s - usual) >= 2]
+    # Another kind: two or more kernels that most steps do not run, well beyond what any step adds
+    # (a kernel every other step is not a kind of step).
+    extra = [len(s - usual) for s in signatures]
+    odd = [i for i, n in enumerate(extra) if n >= 2 and n > 2 * statistics.median(extra)]
     if not odd or len(odd) * 2 >= len(steps):
         return steps
     common = usual
