@@ -77,11 +77,13 @@ def check_steps(steps: Steps, shape: ModelShape) -> StepCheck:
 
 
 def _marks_inside(marks, start: int, end: int) -> int:
+    """Layer marks whose middle lies in [start, end) (as `LayerMarks.sets_within` counts them)."""
     import numpy as np
 
-    lo = int(np.searchsorted(marks.starts_ns, start, side="left"))
-    hi = int(np.searchsorted(marks.starts_ns, end, side="left"))
-    return int((marks.ends_ns[lo:hi] <= end).sum())
+    return int(
+        np.searchsorted(marks.middle_ns, end, side="left")
+        - np.searchsorted(marks.middle_ns, start, side="left")
+    )
 
 
 def state_invariant(per_step: Sequence[int], shape: ModelShape, kinds: Sequence[str] = ()) -> str | None:

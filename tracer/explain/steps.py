@@ -535,7 +535,8 @@ def _period_steps(work: StepWork, shape: ModelShape) -> Steps | None:
     cut = [i for i, whole in enumerate(period.whole) if not whole]
     sizes = [b - a for a, b in zip(period.cuts, period.ends)]
     words = [
-        f"{'the first' if i == 0 else 'the last' if i == len(period.whole) - 1 else 'a'} repeat ({sizes[i]} kernels "
+        f"{'the first' if i == 0 else 'the last' if i == len(period.whole) - 1 else 'a'} repeat ({sizes[i]} "
+        f"kernel{'' if sizes[i] == 1 else 's'} "
         f"against ~{period.typical}) lacks kernels every whole repeat runs (cut by the trace's edge, or work outside "
         "the steps): left out"
         for i in cut
@@ -549,11 +550,11 @@ def layers_from_steps(steps: Steps, work: StepWork) -> tuple[int, str] | None:
 
     from tracer.explain.step_period import find_layer_block
 
-    counts, index = _step_counts(steps, work)
+    counts, by_step = _codes_by_step(steps, work)
     kinds = steps.stages or ("",) * len(steps)
     usual = [i for i in range(len(steps)) if not kinds[i]] or list(range(len(steps)))
     typical = sorted(usual, key=lambda i: counts[i])[(len(usual) - 1) // 2]  # the lower median
-    block = find_layer_block(work.codes[index == typical])
+    block = find_layer_block(by_step[typical])
     if block is None:
         return None
     source = f"kernel sequence: a block of {block.kernels} kernels repeats {block.repeats} times in a step"
@@ -580,6 +581,18 @@ def _step_counts(steps: Steps, work: StepWork) -> tuple[np.ndarray, np.ndarray]:
     return counts, index
 
 
+def _codes_by_step(steps: Steps, work: StepWork) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(activities per step, the kernel codes of each step), one sort instead of a pass per step."""
+    import numpy as np
+
+    counts, index = _step_counts(steps, work)
+    order = np.argsort(index, kind="stable")
+    ranked = index[order]
+    bounds = np.searchsorted(ranked, np.arange(len(steps) + 1), side="left")
+    codes = work.codes[order]
+    return counts, [codes[bounds[i] : bounds[i + 1]] for i in range(len(steps))]
+
+
 def _without_cut_edges(steps: Steps, work: StepWork, shape: ModelShape, windowed: bool) -> Steps:
     """Leave out a first or last step the trace's edges (or --window) cut: one holding part of the
     layers the trace marks; one holding far fewer activities than a typical step, none of them more
@@ -588,15 +601,15 @@ def _without_cut_edges(steps: Steps, work: StepWork, shape: ModelShape, windowed
 
     if len(steps) < 2 or not len(work):
         return steps
-    counts, index = _step_counts(steps, work)
+    counts, by_step = _codes_by_step(steps, work)
     inner = counts[1:-1] if len(steps) > 2 else counts
     typical = float(np.median(inner))
     if typical <= 0:
         return steps
     typical_held = np.median(
         np.stack(
-            [np.bincount(work.codes[index == i], minlength=len(work.names)) for i in range(len(steps))][1:-1]
-            or [np.bincount(work.codes[index >= 0], minlength=len(work.names)) / len(steps)]
+            [np.bincount(codes, minlength=len(work.names)) for codes in by_step][1:-1]
+            or [np.bincount(np.concatenate(by_step), minlength=len(work.names)) / len(steps)]
         ),
         axis=0,
     )
@@ -615,7 +628,7 @@ def _without_cut_edges(steps: Steps, work: StepWork, shape: ModelShape, windowed
     slack = 0.05 * statistics.median(e - s for s, e in zip(steps.starts_ns, steps.ends_ns))
     drop, words = [], []
     for i, where in ((0, "first"), (len(steps) - 1, "last")):
-        held = np.bincount(work.codes[index == i], minlength=len(work.names))
+        held = np.bincount(by_step[i], minlength=len(work.names))
         layers = marks.sets_within(steps.starts_ns[i], steps.ends_ns[i])[0] if marks is not None else None
         reaches_out = (
             steps.starts_ns[i] < loaded[0] - slack if i == 0 else steps.ends_ns[i] > loaded[1] + slack
@@ -643,8 +656,8 @@ def _stages_by_content(steps: Steps, work: StepWork) -> Steps:
 
     if len(steps) < 3 or not len(work):
         return steps
-    _, index = _step_counts(steps, work)
-    signatures = [frozenset(np.unique(work.codes[index == i]).tolist()) for i in range(len(steps))]
+    _, by_step = _codes_by_step(steps, work)
+    signatures = [frozenset(np.unique(codes).tolist()) for codes in by_step]
     seen = Counter(code for s in signatures for code in s)
     usual = frozenset(code for code, count in seen.items() if count * 2 > len(steps))  # in most steps
     # Another kind: two or more kernels that most steps do not run, well beyond what any step adds

@@ -36,14 +36,18 @@ class LayerMarks:
     starts_ns: np.ndarray
     ends_ns: np.ndarray
     index: np.ndarray  # 0..count-1, by order of first appearance
+    middle_ns: np.ndarray = field(default=None, repr=False)  # the marks' middles, ascending
+    by_middle: np.ndarray = field(default=None, repr=False)  # their layer numbers, in that order
 
     def sets_within(self, start_ns: int, end_ns: int) -> tuple[int, int]:
-        """(distinct layers, most runs of one layer) among the marks inside [start_ns, end_ns)."""
+        """(distinct layers, most runs of one layer) among the marks whose middle is in [start_ns,
+        end_ns) (a step found from its kernels starts at its first kernel, inside its first layer's range)."""
         import numpy as np
 
-        lo = int(np.searchsorted(self.starts_ns, start_ns, side="left"))
-        hi = int(np.searchsorted(self.starts_ns, end_ns, side="left"))
-        inside = self.index[lo:hi][self.ends_ns[lo:hi] <= end_ns]
+        middle = self.middle_ns
+        lo = int(np.searchsorted(middle, start_ns, side="left"))
+        hi = int(np.searchsorted(middle, end_ns, side="left"))
+        inside = self.by_middle[lo:hi]
         if not len(inside):
             return 0, 0
         runs = np.bincount(inside)
@@ -196,7 +200,17 @@ def _marks(trace: Trace, rows: list[int], numbers: list[int], source: str) -> La
     order = np.argsort(starts, kind="stable")
     _, index = np.unique(np.asarray(numbers, dtype=np.int64), return_inverse=True)
     index = index.reshape(-1)
-    return LayerMarks(int(index.max()) + 1, source, starts[order], ends[order], index[order])
+    middle = starts + (ends - starts) // 2
+    by_middle = np.argsort(middle, kind="stable")
+    return LayerMarks(
+        int(index.max()) + 1,
+        source,
+        starts[order],
+        ends[order],
+        index[order],
+        middle[by_middle],
+        index[by_middle],
+    )
 
 
 def tokens_per_step(labels: tuple[str, ...]) -> int | None:
