@@ -286,7 +286,11 @@ def _sglang_steps(trace: Trace) -> Steps | None:
         )
     ]
     left = (
-        [f"{in_group} draft spans after the last verify (a step the trace cut): left out"] if in_group else []
+        [
+            f"{in_group} draft span{'s' * (in_group > 1)} after the last verify (a step the trace cut): left out"
+        ]
+        if in_group
+        else []
     )
     return Steps(
         METHOD_SGLANG,

@@ -130,15 +130,23 @@ def _hot_origin(results: Sequence[RankResult], names: dict[int, str]) -> str:
 def _calls_per_step(results, combined, names, agree: bool = True) -> list[str]:
     compared = [c for c in combined if len(c.ranks) == len(results)][:TOP_COMPARED]
     if not agree:
+        # Calls per step over each rank's own steps are still a count of the work in a step.
+        own = [{f.calls_per_step for f in c.ranks} for c in compared]
+        if compared and all(len(values) == 1 and None not in values for values in own):
+            counts = ", ".join(f"{next(iter(values)):g}" for values in own)
+            return [
+                (
+                    f"calls differ only as the steps do: the same calls/step on every rank, over its own steps, for "
+                    f"the top {len(compared)} findings ({counts})"
+                )
+            ]
         differing = []
         for c in compared:
             calls = {f.rank: f.calls for f in c.ranks}
             if len(set(calls.values())) > 1:
                 per_rank = ", ".join(f"{v} on {names[r]}" for r, v in sorted(calls.items()))
                 differing.append(f"calls differ for {finding_label(c)}: {per_rank}")
-        return differing or [
-            f"same calls on all ranks for the top {len(compared)} findings (calls/step not compared)"
-        ]
+        return differing or [f"same calls on all ranks for the top {len(compared)} findings"]
     differing = []
     for c in compared:
         values = {f.rank: f.calls_per_step for f in c.ranks}
