@@ -58,7 +58,9 @@ def test_ranks_that_disagree_on_the_steps_are_told_first_and_compared_per_call(r
     first = report.consistency[0]
     assert first.startswith("the ranks disagree on the steps (rank 0: 6 (range 'decode_step'); rank 1: 7")
     assert not any("ms per step" in line or "work per step" in line for line in report.consistency)
-    assert report.consistency[2].startswith("calls differ only as the steps do: the same calls/step on every rank")
+    assert report.consistency[2].startswith(
+        "calls differ only as the steps do: the same calls/step on every rank"
+    )
     assert any("own work per set of calls every rank made" in line for line in report.consistency)
     assert not any(line.startswith("step starts differ") for line in report.consistency)
 
