@@ -24,6 +24,7 @@ def explain_trace(
     peak_gbps: float | None = None,
     capture: str | Path | Sequence[str | Path] | None = None,
     window: TraceWindow | None = None,
+    step_methods: tuple[str, ...] | None = None,
 ) -> Analysis:
     """Analyse the profiler trace at ``trace`` (a path, or a `Trace` already loaded by `load_trace`).
 
@@ -33,7 +34,8 @@ def explain_trace(
     ``source`` also lets origins carry the text of their line. ``capture``: trace(s) of a profiled
     CUDA-graph capture, when the trace's graph replays were captured outside it. The other arguments
     go to `tracer.explain.analyse`. ``window``: analyse only that part of the trace (a time span
-    or ProfilerStep#N..M, `tracer.load.TraceWindow`), dropped while parsing. Raises `InputError` for
+    or ProfilerStep#N..M, `tracer.load.TraceWindow`), dropped while parsing. ``step_methods``: find
+    the steps only these ways (`tracer.explain.steps.method_key`). Raises `InputError` for
     any bad input, including a trace too big for the memory available (the error says how to proceed).
     """
     from tracer.explain import analyse
@@ -45,6 +47,7 @@ def explain_trace(
         config=Path(config) if config is not None else None,
         step_range=step_range,
         peak_gbps=peak_gbps,
+        step_methods=step_methods,
     )
 
 

@@ -14,8 +14,11 @@ WIDTH_WHEN_PIPED = 200
 JSON_SHAPE = """\b
 --json prints one object (all findings, ranked; numbers in ns, bytes, GB/s):
   trace, time_basis ("gpu" | "cpu"), device, peak_gbps, total_ns, window_ns,
-  gpu_busy_fraction, steps, step_ns, layers, attributed_fraction,
-  replay_fraction, replay_attributed_fraction, rank, notes [str],
+  gpu_busy_fraction, steps, step_ns, step_method (how the steps were found),
+  step_evidence [str], step_starts_ns [int], step_ends_ns [int],
+  step_kinds [str], steps_exact (false: calls/step are approximate), layers,
+  attributed_fraction, replay_fraction, replay_attributed_fraction, rank,
+  notes [str],
   findings [{kernel, kernel_short, category, calls, total_ns, per_call_ns,
     share, steps, calls_per_step, invariant, bytes_per_call, bytes_basis,
     gbps, peak_fraction, shapes [str], waste,
@@ -25,9 +28,10 @@ JSON_SHAPE = """\b
             candidates [str]}}]
 With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
   own_work_per_step_ns, collective_ns, collective_calls, collective_source,
-  step_starts_ns [int], analysis {the object above}}], combined [{kernel,
-  kernel_short, category, origin_key, location, source, total_ns, share,
-  ranks [{rank, calls, total_ns, per_step_ns, calls_per_step, share}]}],
+  step_starts_ns [int], step_method, analysis {the object above}}], combined
+  [{kernel, kernel_short, category, origin_key, location, source, total_ns,
+  share, ranks [{rank, calls, total_ns, per_step_ns, per_call_ns,
+  calls_per_step, share}]}],
   consistency [str], notes [str]}"""
 
 

@@ -11,14 +11,14 @@ from tracer.explain.activities import (
     cpu_activities,
     exact_sums,
     gpu_activities,
-    gpu_sequence,
     has_gpu_events,
     in_steps,
 )
 from tracer.explain.bandwidth import BASIS_ESTIMATE, peak_gbps_for
 from tracer.explain.findings import bytes_per_activity, group_activities, make_finding
+from tracer.explain.invariants import StepCheck, check_steps, per_step_calls, state_invariant
 from tracer.explain.optree import OpTree
-from tracer.explain.steps import Steps, find_steps
+from tracer.explain.steps import Steps, StepWork, find_steps, layers_from_steps, work_of_trace
 from tracer.explain.structure import ModelShape, find_model_shape, tokens_per_step
 from tracer.join.columns import column
 from tracer.model.events import Cat
@@ -35,6 +35,7 @@ def analyse(
     config: Path | None = None,
     step_range: str | None = None,
     peak_gbps: float | None = None,
+    step_methods: tuple[str, ...] | None = None,
 ) -> Analysis:
     """Group the attributed GPU time (or CPU op self time, without GPU events) into ranked findings."""
     import numpy as np
@@ -49,12 +50,24 @@ def analyse(
 
     activities = gpu_activities(attributions) if time_basis == "gpu" else cpu_activities(attributions, tree)
     shape = find_model_shape(trace, layers=layers, config=config)
-    steps = find_steps(
-        trace,
-        step_range=step_range,
-        gpu_sequence=lambda: gpu_sequence(events, activities),
-        layers=shape.layers,
-    )
+    work: list[StepWork] = []
+
+    def step_work() -> StepWork:
+        if not work:
+            # CPU-only traces: every op, not only the leaves: embedding, argmax and the LM head's linear
+            # run once per step, while their leaves (empty, view) run at other counts too.
+            work.append(_step_work(events, activities) if time_basis == "gpu" else work_of_trace(trace))
+        return work[0]
+
+    steps = find_steps(trace, step_range=step_range, work=step_work, shape=shape, methods=step_methods)
+    check = StepCheck()
+    if steps is not None:
+        if shape.layers is None:
+            found = layers_from_steps(steps, step_work())
+            if found is not None:
+                shape = replace(shape, layers=found[0], layers_source=found[1])
+        check = check_steps(steps, shape)
+        shape = replace(shape, approximate=check.approximate)
     if steps is not None and steps.clock == "gpu":
         activities.when_ns = column(events.ts_ns)[activities.row]
     if steps is not None and steps.labels:
@@ -79,13 +92,18 @@ def analyse(
     groups = group_activities(attributions, in_window, step_of, step_count, bytes_of, time_basis)
     total_ns = in_window.total_ns()
     trees = {id(events): tree}
-    findings = [make_finding(attributions, trees, g, total_ns, steps, shape, peak) for g in groups.values()]
+    findings = [
+        _per_own_kind(
+            make_finding(attributions, trees, g, total_ns, steps, shape, peak), g.per_step, steps, shape
+        )
+        for g in groups.values()
+    ]
     findings.sort(key=lambda f: (-f.total_ns, f.kernel_short, f.origin.key))
 
     window_ns, busy = busy_window(events, in_window, steps, time_basis)
     attributed_ns, replay_ns, replay_attributed_ns = _attributed_ns(attributions, in_window)
 
-    notes.extend(_notes(time_basis, steps, shape, busy, device, peak, findings, window_ns))
+    notes.extend(_notes(time_basis, steps, check, shape, busy, device, peak, findings, window_ns))
     early_ns = sum(f.total_ns for f in findings if f.origin.before_trace)
     if early_ns:
         notes.append(
@@ -104,6 +122,12 @@ def analyse(
         gpu_busy_fraction=busy,
         steps=len(steps) if steps else None,
         step_ns=steps.mean_ns if steps else None,
+        step_method=steps.method if steps else None,
+        step_evidence=_step_evidence(steps, check) if steps else (),
+        step_starts_ns=steps.starts_ns if steps else (),
+        step_ends_ns=steps.ends_ns if steps else (),
+        step_kinds=steps.stages if steps and any(steps.stages) else (),
+        steps_exact=not check.approximate,
         layers=shape.layers,
         attributed_fraction=attributed_ns / total_ns if total_ns else 0.0,
         replay_fraction=replay_ns / total_ns if total_ns else 0.0,
@@ -111,6 +135,43 @@ def analyse(
         rank=trace.meta.rank,
         notes=tuple(dict.fromkeys(notes)),
     )
+
+
+def _step_work(events, activities: Activities) -> StepWork:
+    """The activities as step detection reads them: in start order, placed by launch time."""
+    import numpy as np
+
+    starts = column(events.ts_ns)[activities.row]
+    order = np.argsort(starts, kind="stable")
+    rows = activities.row[order]
+    names = events.name
+    return StepWork.of(
+        activities.when_ns[order],
+        starts[order],
+        starts[order] + column(events.dur_ns)[rows],
+        activities.ns[order],
+        [names[r] for r in rows.tolist()],
+    )
+
+
+def _per_own_kind(finding: Finding, per_step, steps: Steps | None, shape: ModelShape) -> Finding:
+    """Calls/step over the steps of the kinds the kernel runs in (a decode kernel over the decode
+    steps, not over the prefill too), and the invariant in the words that go with it."""
+    if steps is None or not len(per_step):
+        return finding
+    kinds = steps.stages if any(steps.stages) else ()
+    if not kinds and not shape.approximate:
+        return finding
+    return replace(
+        finding,
+        calls_per_step=per_step_calls(per_step, kinds),
+        invariant=state_invariant(per_step, shape, kinds),
+    )
+
+
+def _step_evidence(steps: Steps, check: StepCheck) -> tuple[str, ...]:
+    """How the steps were found and checked, in sentences, for the summary and --json."""
+    return (*steps.evidence, *check.confirmed, *check.disagreements, *check.layer_doubts, *steps.left_out)
 
 
 def _attributed_ns(attributions: Attributions, activities: Activities) -> tuple[int, int, int]:
@@ -131,6 +192,7 @@ def _attributed_ns(attributions: Attributions, activities: Activities) -> tuple[
 def _notes(
     basis: str,
     steps: Steps | None,
+    check: StepCheck,
     shape: ModelShape,
     busy: float | None,
     device: str | None,
@@ -147,10 +209,16 @@ def _notes(
     if steps is not None:
         text = f"{len(steps)} steps from {steps.method}, {steps.mean_ns / 1e6:.3f} ms each on average"
         notes.append(text + (f" ({steps.note})" if steps.note else ""))
+        notes.extend(check.confirmed)
+        for doubt in check.disagreements:
+            notes.append(f"the evidence disagrees: {doubt}; calls/step are approximate (~)")
+        notes.extend(check.layer_doubts)
+        notes.extend(steps.left_out)
     else:
         notes.append(
-            "no steps found (no ProfilerStep#N, SGLang step[...] range, repeated model forward or repeating "
-            "kernel sequence): calls/step unknown; --step-range NAME names the step range"
+            "no steps found (no ProfilerStep#N, SGLang step[...] span, repeating range holding the layers, "
+            "CUDA graph launch per step, repeated model forward or repeating kernel sequence): calls/step "
+            "unknown; --step-range NAME names the step range"
         )
     if shape.layers:
         notes.append(f"{shape.layers} layers (from {shape.layers_source})")

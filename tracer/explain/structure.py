@@ -1,15 +1,19 @@
-"""The model's structure as far as a trace or config shows it: layer count, experts, top-k, tokens."""
+"""The model's structure as far as a trace or config shows it: layer count, where the layers ran,
+experts, top-k, tokens."""
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracer.errors import InputError
 from tracer.model.events import Cat, Trace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _LAYER_RANGE = re.compile(r"(?:^|[^A-Za-z])layers?[._\[/](\d+)(?:$|[^0-9])")
 _LAYER_MODULE = re.compile(r"^nn\.Module: (\w*?(?:DecoderLayer|EncoderLayer|Layer|Block))_(\d+)$")
@@ -21,17 +25,49 @@ TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token"
 
 
 @dataclass(frozen=True)
+class LayerMarks:
+    """Where the trace marks its layers: the span (trace ns) and number of each layer range or
+    decoder-layer module frame, in start order. Step detection asks how many whole sets of layers a
+    span holds; the cross-checks count them per step."""
+
+    count: int  # distinct layer numbers
+    source: str  # "ranges layers.N", "nn.Module LlamaDecoderLayer"
+    starts_ns: np.ndarray
+    ends_ns: np.ndarray
+    index: np.ndarray  # 0..count-1, by order of first appearance
+    middle_ns: np.ndarray = field(default=None, repr=False)  # the marks' middles, ascending
+    by_middle: np.ndarray = field(default=None, repr=False)  # their layer numbers, in that order
+
+    def sets_within(self, start_ns: int, end_ns: int) -> tuple[int, int]:
+        """(distinct layers, most runs of one layer) among the marks whose middle is in [start_ns,
+        end_ns) (a step found from its kernels starts at its first kernel, inside its first layer's range)."""
+        import numpy as np
+
+        middle = self.middle_ns
+        lo = int(np.searchsorted(middle, start_ns, side="left"))
+        hi = int(np.searchsorted(middle, end_ns, side="left"))
+        inside = self.by_middle[lo:hi]
+        if not len(inside):
+            return 0, 0
+        runs = np.bincount(inside)
+        return int((runs > 0).sum()), int(runs.max())
+
+
+@dataclass(frozen=True)
 class ModelShape:
     """Counts that calls per step can be explained by; None where unknown."""
 
     layers: int | None = None
     layers_source: str | None = (
-        None  # "--layers", "config.json", "ranges layers.N", "nn.Module LlamaDecoderLayer"
+        None  # "--layers", "config.json", "ranges layers.N", "nn.Module LlamaDecoderLayer", "kernel sequence: ..."
     )
     moe_layers: int | None = None  # layers with routed experts (DeepSeek: layers - first_k_dense_replace)
     experts: int | None = None
     experts_per_token: int | None = None
     tokens_per_step: int | None = None  # batch size of decode steps (SGLang step names: bs=N)
+    marks: LayerMarks | None = field(default=None, compare=False, repr=False)
+    # The steps' evidence disagrees (tracer.explain.invariants.check_steps): counts are worded "~78".
+    approximate: bool = False
 
 
 def find_model_shape(
@@ -40,10 +76,14 @@ def find_model_shape(
     layers: int | None = None,
     config: Path | None = None,
 ) -> ModelShape:
-    """Layer count from --layers, else the config, else ``layers.N`` ranges, else decoder-layer modules."""
+    """Layer count from --layers, else the config, else ``layers.N`` ranges, else decoder-layer modules.
+
+    The trace's own layer marks are kept either way: the step cross-checks compare them with the count.
+    """
     fields: dict[str, Any] = {}
     if config is not None:
         fields = _read_config(Path(config))
+    marks = find_layer_marks(trace)
     source = None
     if layers is not None:
         if layers <= 0:
@@ -51,8 +91,8 @@ def find_model_shape(
         source = "--layers"
     elif fields.get("layers"):
         layers, source = fields["layers"], Path(config).name if config else "config"
-    else:
-        layers, source = _layers_from_trace(trace)
+    elif marks is not None:
+        layers, source = marks.count, marks.source
     moe_layers = None
     if fields.get("experts") and layers:
         moe_layers = max(0, layers - int(fields.get("first_k_dense", 0) or 0))
@@ -62,6 +102,7 @@ def find_model_shape(
         moe_layers=moe_layers,
         experts=fields.get("experts"),
         experts_per_token=fields.get("top_k"),
+        marks=marks,
     )
 
 
@@ -98,38 +139,79 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000
 
 
-def _layers_from_trace(trace: Trace) -> tuple[int | None, str | None]:
+def is_layer_range(name: str) -> bool:
+    """``model.layers.3``, ``layer_3``, ``layers[3]``: a range that marks one layer (never a step)."""
+    return _LAYER_RANGE.search(name) is not None
+
+
+def find_layer_marks(trace: Trace) -> LayerMarks | None:
+    """The layer ranges (``layers.N``: the family of names with the most layer numbers) or, without
+    them, the decoder-layer module frames (``nn.Module: LlamaDecoderLayer_3``); None when the trace
+    marks fewer than two layers."""
     from tracer.join.columns import column, rows_where, values_at
     from tracer.join.frame_names import frame_names
 
     events = trace.events
     cat = column(events.cat)
-    # Names are tested once each (they repeat per step), as the category of their first row says.
-    ranges = dict.fromkeys(values_at(events.name, rows_where(cat, (Cat.USER_ANNOTATION,))))
-    frames = dict(frame_names(events).distinct)  # a copy: names may be dropped below
-    for name in ranges.keys() & frames.keys():
+    range_rows = rows_where(cat, (Cat.USER_ANNOTATION,))
+    range_names = values_at(events.name, range_rows)
+    frames = frame_names(events)
+    # A name both a range and a frame (rare) counts as what its first row is.
+    frame_set = dict(frames.distinct)
+    for name in set(range_names) & frame_set.keys():
         first = rows_where(cat, (Cat.USER_ANNOTATION, Cat.PYTHON_FUNCTION))
         row = next(r for r in first.tolist() if events.name[r] == name)
-        (frames if events.cat[row] == Cat.USER_ANNOTATION else ranges).pop(name)
-    range_layers: set[int] = set()
-    module_layers: dict[str, set[int]] = defaultdict(set)
-    for name in ranges:
+        if events.cat[row] == Cat.USER_ANNOTATION:
+            frame_set.pop(name)
+    families: dict[str, dict[str, int]] = defaultdict(dict)  # "model.layers.#" -> name -> layer number
+    for name in dict.fromkeys(range_names):
         match = _LAYER_RANGE.search(name)
-        if match:
-            range_layers.add(int(match.group(1)))
-    for name in frames:
+        if match and name not in frame_set:
+            family = name[: match.start(1)] + "#" + name[match.end(1) :]
+            families[family][name] = int(match.group(1))
+    if families:
+        family = max(families, key=lambda f: (len(families[f]), -len(f)))
+        if len(families[family]) > 1:
+            numbers = families[family]
+            rows = [r for r, n in zip(range_rows.tolist(), range_names) if n in numbers]
+            return _marks(trace, rows, [numbers[events.name[r]] for r in rows], "ranges layers.N")
+    module_layers: dict[str, set[int]] = defaultdict(set)
+    for name in frame_set:
         if name.startswith("nn.Module: "):
             match = _LAYER_MODULE.match(name)
             if match:
                 module_layers[match.group(1)].add(int(match.group(2)))
-    if len(range_layers) > 1:
-        return len(range_layers), "ranges layers.N"
-    if module_layers:
-        # Prefer decoder layers; otherwise the layer class with the most instances.
-        best = max(module_layers, key=lambda cls: ("DecoderLayer" in cls, len(module_layers[cls])))
-        if len(module_layers[best]) > 1:
-            return len(module_layers[best]), f"nn.Module {best}"
-    return None, None
+    if not module_layers:
+        return None
+    # Prefer decoder layers; otherwise the layer class with the most instances.
+    best = max(module_layers, key=lambda cls: ("DecoderLayer" in cls, len(module_layers[cls])))
+    if len(module_layers[best]) < 2:
+        return None
+    wanted = {f"nn.Module: {best}_{n}": n for n in module_layers[best]}
+    rows = [r for r, n in zip(frames.rows.tolist(), frames.names) if n in wanted]
+    return _marks(trace, rows, [wanted[events.name[r]] for r in rows], f"nn.Module {best}")
+
+
+def _marks(trace: Trace, rows: list[int], numbers: list[int], source: str) -> LayerMarks:
+    import numpy as np
+
+    events = trace.events
+    starts = np.asarray([events.ts_ns[r] for r in rows], dtype=np.int64)
+    ends = starts + np.asarray([events.dur_ns[r] for r in rows], dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    _, index = np.unique(np.asarray(numbers, dtype=np.int64), return_inverse=True)
+    index = index.reshape(-1)
+    middle = starts + (ends - starts) // 2
+    by_middle = np.argsort(middle, kind="stable")
+    return LayerMarks(
+        int(index.max()) + 1,
+        source,
+        starts[order],
+        ends[order],
+        index[order],
+        middle[by_middle],
+        index[by_middle],
+    )
 
 
 def tokens_per_step(labels: tuple[str, ...]) -> int | None:

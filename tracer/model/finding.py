@@ -59,6 +59,12 @@ class Analysis:
     gpu_busy_fraction: float | None = None  # union of GPU activity / window; low = launch-bound
     steps: int | None = None
     step_ns: float | None = None  # mean wall time of one step
+    step_method: str | None = None  # how the steps were found: "ProfilerStep#N ranges", "range 'decode_step'"
+    step_evidence: tuple[str, ...] = ()  # why, in sentences: what was found, checked, passed over, left out
+    step_starts_ns: tuple[int, ...] = ()  # each step's span (trace-relative ns, on the steps' clock)
+    step_ends_ns: tuple[int, ...] = ()
+    step_kinds: tuple[str, ...] = ()  # per step: "EXTEND", "prefill", ... where steps differ in kind
+    steps_exact: bool = True  # False when the evidence disagrees: counts per step are worded "~78"
     layers: int | None = None
     attributed_fraction: float = 0.0  # share of GPU time whose origin has a source line
     replay_fraction: float = 0.0  # share of GPU time replayed from CUDA graphs

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracer.explain.ranks import CombinedFinding, RankReport, finding_label, rank_labels
+from tracer.explain.ranks import CombinedFinding, RankFigure, RankReport, finding_label, rank_labels
+from tracer.explain.ranks.consistency import steps_agree
 from tracer.render.markdown import cell, code
 from tracer.render.table import format_ms, safe, safe_lines
 
 
 def _where(c: CombinedFinding) -> str:
     return c.location if ":" in c.location else c.origin_key
+
+
+def _per_unit(report: RankReport) -> tuple[str, str]:
+    """(column unit, figure name): per step when the ranks agree on the steps, else per call."""
+    return ("ms/step", "per_step_ns") if steps_agree(report.ranks) else ("us/call", "per_call_ns")
+
+
+def _figure(f: RankFigure, field: str) -> str:
+    value = getattr(f, field)
+    return format_ms(value) if field == "per_step_ns" else f"{value / 1e3:.1f}"
 
 
 def print_rank_report(report: RankReport, console, top: int = 15) -> None:
@@ -20,7 +31,9 @@ def print_rank_report(report: RankReport, console, top: int = 15) -> None:
     console.print(safe(f"{report.directory}: {len(report.ranks)} ranks"))
     for r in report.ranks:
         a = r.analysis
-        steps = f", {a.steps} steps ({format_ms(a.step_ns or 0)} ms/step)" if a.steps else ""
+        steps = (
+            f", {a.steps} steps by {a.step_method} ({format_ms(a.step_ns or 0)} ms/step)" if a.steps else ""
+        )
         top_finding = a.findings[0] if a.findings else None
         hot = f"; top: {finding_label(top_finding)} {top_finding.share:.0%}" if top_finding else ""
         console.print(
@@ -36,8 +49,9 @@ def print_rank_report(report: RankReport, console, top: int = 15) -> None:
     for line in (*report.consistency, *report.notes):
         console.print(safe(f"  - {line}"))
     ranks = [r.rank for r in report.ranks]
+    unit, field = _per_unit(report)
     table = Table(title="combined (same kernel and origin across ranks)", title_justify="left")
-    for header in ("#", "share", *(f"rank {r} ms/step" for r in ranks), "calls/step", "kernel", "origin"):
+    for header in ("#", "share", *(f"rank {r} {unit}" for r in ranks), "calls/step", "kernel", "origin"):
         table.add_column(
             header, justify="left" if header in ("kernel", "origin") else "right", overflow="fold"
         )
@@ -50,7 +64,7 @@ def print_rank_report(report: RankReport, console, top: int = 15) -> None:
         table.add_row(
             str(index),
             f"{c.share:.1%}",
-            *(format_ms(per[r].per_step_ns) if r in per else "-" for r in ranks),
+            *(_figure(per[r], field) if r in per else "-" for r in ranks),
             "/".join(calls) or "-",
             safe(c.kernel_short),
             safe_lines(origin),
@@ -61,13 +75,14 @@ def print_rank_report(report: RankReport, console, top: int = 15) -> None:
 def rank_report_markdown(report: RankReport, top: int = 15) -> str:
     """Markdown for an issue: the statements, then the combined table."""
     ranks = [r.rank for r in report.ranks]
+    unit, field = _per_unit(report)
     lines = [f"**{cell(report.directory)}**: {len(ranks)} ranks", ""]
     lines += [f"- {cell(line)}" for line in (*report.consistency, *report.notes)]
-    lines += ["", "| # | share | " + " | ".join(f"rank {r} ms/step" for r in ranks) + " | kernel | origin |"]
+    lines += ["", "| # | share | " + " | ".join(f"rank {r} {unit}" for r in ranks) + " | kernel | origin |"]
     lines.append("|" + " --- |" * (len(ranks) + 4))
     for index, c in enumerate(report.combined[:top], start=1):
         per = {f.rank: f for f in c.ranks}
-        values = " | ".join(format_ms(per[r].per_step_ns) if r in per else "-" for r in ranks)
+        values = " | ".join(_figure(per[r], field) if r in per else "-" for r in ranks)
         lines.append(f"| {index} | {c.share:.1%} | {values} | {code(c.kernel_short)} | {code(_where(c))} |")
     return "\n".join(lines) + "\n"
 
@@ -98,9 +113,10 @@ def rank_report_html(report: RankReport, rank_pages: dict[str, str] | None = Non
         )
     statements = "".join(f"<li>{h(line)}</li>" for line in (*report.consistency, *report.notes))
     ranks = [r.rank for r in report.ranks]
+    per_step = steps_agree(report.ranks)
     head = (
         "<tr><th>#</th><th>share</th>"
-        + "".join(f"<th>rank {r} per step</th>" for r in ranks)
+        + "".join(f"<th>rank {r} per {'step' if per_step else 'call'}</th>" for r in ranks)
         + "<th>calls/step</th><th>kernel</th><th>origin</th></tr>"
     )
     rows = []
@@ -108,7 +124,8 @@ def rank_report_html(report: RankReport, rank_pages: dict[str, str] | None = Non
         per = {f.rank: f for f in c.ranks}
         calls = "/".join(sorted({f"{f.calls_per_step:g}" for f in c.ranks if f.calls_per_step is not None}))
         cells = "".join(
-            f"<td class=num>{h(format_ns(per[r].per_step_ns)) if r in per else '-'}</td>" for r in ranks
+            f"<td class=num>{h(format_ns(per[r].per_step_ns if per_step else per[r].per_call_ns)) if r in per else '-'}</td>"
+            for r in ranks
         )
         rows.append(
             f"<tr><td class=num>{index}</td><td class=num>{h(format_share(c.share))}</td>{cells}"

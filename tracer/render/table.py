@@ -93,6 +93,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines[-1] += f" over {analysis.steps} steps ({format_ms(analysis.step_ns or 0)} ms/step)"
     if analysis.layers:
         lines[-1] += f", {analysis.layers} layers"
+    if analysis.steps:  # how the steps were found (tracer.explain.steps): method and first evidence
+        evidence = f": {analysis.step_evidence[0]}" if analysis.step_evidence else ""
+        lines.append(f"steps by {analysis.step_method}{evidence}")
+        if not analysis.steps_exact:
+            lines.append("calls/step are approximate (~): the step evidence disagrees; see the notes")
     if analysis.gpu_busy_fraction is not None:
         busy = analysis.gpu_busy_fraction
         bound = ": launch-bound" if busy < 0.6 else ""

@@ -37,6 +37,10 @@ class RankResult:
         return self.analysis.steps or 1
 
     @property
+    def step_method(self) -> str | None:
+        return self.analysis.step_method
+
+    @property
     def comm_ns(self) -> int:
         return sum(f.total_ns for f in self.analysis.findings if f.category == "communication")
 
@@ -57,9 +61,13 @@ class RankFigure:
     rank: int
     calls: int
     total_ns: int
-    per_step_ns: float
+    per_step_ns: float  # over this rank's own steps: compare across ranks only when they agree on them
     calls_per_step: float | None
     share: float
+
+    @property
+    def per_call_ns(self) -> float:
+        return self.total_ns / self.calls if self.calls else 0.0
 
 
 @dataclass(frozen=True)
@@ -100,11 +108,15 @@ class RankReport:
                     "collective_calls": len(r.collectives),
                     "collective_source": r.collective_source,
                     "step_starts_ns": list(r.step_starts_ns),
+                    "step_method": r.step_method,
                     "analysis": r.analysis.to_dict(),
                 }
                 for r in self.ranks
             ],
-            "combined": [asdict(c) for c in self.combined],
+            "combined": [
+                {**asdict(c), "ranks": [{**asdict(f), "per_call_ns": f.per_call_ns} for f in c.ranks]}
+                for c in self.combined
+            ],
             "consistency": list(self.consistency),
             "notes": list(self.notes),
         }

@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tracer.errors import InputError
-from tracer.explain.ranks.consistency import combine, consistency
+from tracer.explain.ranks.consistency import combine, consistency, step_methods_to_align
 from tracer.explain.ranks.files import find_rank_traces
+from tracer.errors import InputError
 from tracer.explain.ranks.records import Collective, RankReport, RankResult
 from tracer.model.events import Cat, Trace
 
@@ -65,6 +65,14 @@ def explain_rank_directory(
     failures = tuple(o for o in outcomes if isinstance(o, InputError))
     if len(failures) == len(outcomes):
         raise RankFailures(directory, failures)
+    # One definition of a step on every rank: ranks that found theirs another way are explained again.
+    explained = [i for i, o in enumerate(outcomes) if not isinstance(o, InputError)]
+    results = [outcomes[i] for i in explained]
+    for position, key in step_methods_to_align(results).items():
+        path, captures, kwargs = jobs[explained[position]]
+        again = _explain_rank_or_error(path, captures, {**kwargs, "step_methods": (key,)})
+        if not isinstance(again, InputError) and again.analysis.steps:
+            outcomes[explained[position]] = again
     ranked = []
     for index, (trace, result) in enumerate(zip(found, outcomes)):
         if isinstance(result, InputError):
@@ -171,7 +179,7 @@ def _explain_rank(path: str, captures: list[str], explain_kwargs: dict[str, Any]
         kwargs["capture"] = captures
     analysis = explain_trace(trace, **kwargs)
     base = trace.meta.base_time_ns or 0
-    starts, ends = _step_spans(trace, kwargs.get("step_range"))
+    starts, ends = analysis.step_starts_ns, analysis.step_ends_ns  # the steps the analysis used
     collectives, source = _collectives(trace)
     return RankResult(
         rank=analysis.rank if analysis.rank is not None else -1,
@@ -183,18 +191,6 @@ def _explain_rank(path: str, captures: list[str], explain_kwargs: dict[str, Any]
         collectives=tuple(Collective(n, base + s, base + e) for n, s, e in collectives),
         collective_source=source,
     )
-
-
-def _step_spans(trace: Trace, step_range: str | None) -> tuple[list[int], list[int]]:
-    from tracer.explain.steps import find_steps
-
-    try:
-        steps = find_steps(trace, step_range=step_range)  # markers only: no GPU sequence given
-    except InputError:
-        return [], []
-    if steps is None:
-        return [], []
-    return list(steps.starts_ns), list(steps.ends_ns)
 
 
 def _collectives(trace: Trace) -> tuple[list[tuple[str, int, int]], str]:
