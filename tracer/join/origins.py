@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter, defaultdict
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -10,7 +11,7 @@ from tracer.join.calls import call_from_line, methods_of_call
 from tracer.join.dtypes import copy_dtypes
 from tracer.join.frames import MODULE_FILE, parse_call_from, parse_frame, same_file
 from tracer.join.locate import CallLocator
-from tracer.join.stackless import StacklessRanker
+from tracer.join.stackless import RANKING_CONFIDENCE, StacklessRanker
 from tracer.join.sites import SiteIndex, choose_site
 from tracer.join.source_lines import SourceLines
 from tracer.model.events import NONE, Cat, Trace
@@ -26,6 +27,7 @@ _CPU_OP, _RANGE = Cat.CPU_OP, Cat.USER_ANNOTATION
 _EMPTY = 0  # id of the empty chain in every chain table
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
 NO_SOURCE_CAP = 0.8  # sites matched by call order alone, with the function's branches unknown
+HARMONY_MARGIN = 1.0  # a ranked line within this of a window's own best may be the op chain's agreed one
 
 
 class _Chains:
@@ -67,6 +69,7 @@ class OriginBuilder:
         self.source = source
         self.locator = CallLocator(source)
         self.ranker = StacklessRanker(sites, source)
+        self._rankings: dict[Origin, tuple] = {}  # ranked origin -> (its base, target dtype, Ranking)
         self.use_call_from = use_call_from
         self.origins: list[Origin] = []
         self._origin_index: dict[Origin, int] = {}
@@ -386,18 +389,76 @@ class OriginBuilder:
             return replace(base, evidence=("no Python frames (with_stack=False)", reason))
         ranking = self.ranker.rank(around[0], around[1], base.ranges, target)
         if not ranking.candidates:
-            return replace(base, evidence=("no Python frames (with_stack=False)", *ranking.evidence))
-        best = ranking.candidates[0]
+            unranked = replace(base, evidence=("no Python frames (with_stack=False)", *ranking.evidence))
+            self._rankings[unranked] = (base, target, None)
+            return unranked
+        origin = self._ranked_origin(base, ranking.candidates, ranking.confidence, ranking.evidence)
+        self._rankings[origin] = (base, target, ranking)
+        return origin
+
+    def _ranked_origin(self, base: Origin, candidates, confidence: float, evidence) -> Origin:
+        best = candidates[0]
         site = self.sites.by_id.get(best.site_id) if best.site_id else None
         origin = self._at_line(
-            base,
-            best.file,
-            best.line,
-            site,
-            ranking.confidence,
-            ("a ranking, not a match:", *ranking.evidence),
+            base, best.file, best.line, site, confidence, ("a ranking, not a match:", *evidence)
         )
-        return replace(origin, candidates=tuple(c.location for c in ranking.candidates))
+        return replace(origin, candidates=tuple(c.location for c in candidates))
+
+    def harmonize_rankings(self, origin_ids):
+        """One answer for one op chain: ranked origins of the same op chain, ranges and dtype (one
+        call site, run in many layers) whose windows differ only at their edges get the line ranked
+        first for most of their calls, where each ranking has it within `HARMONY_MARGIN` of its own
+        best."""
+        import numpy as np
+
+        if not self._rankings:
+            return origin_ids
+        ids, inverse, counts = np.unique(np.asarray(origin_ids), return_inverse=True, return_counts=True)
+        groups: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+        for position, (origin_id, count) in enumerate(zip(ids.tolist(), counts.tolist())):
+            found = self._rankings.get(self.origins[origin_id])
+            if found is not None:
+                base, target, _ = found
+                groups[(base.ops, base.ranges, target)].append((position, count))
+        remapped = ids.copy()
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            firsts: Counter = Counter()  # calls whose own ranking puts the line first (None: no line)
+            fits: Counter = Counter()  # then how well it fits all of them
+            for position, count in members:
+                ranking = self._rankings[self.origins[int(ids[position])]][2]
+                firsts[ranking.candidates[0].location if ranking is not None else None] += count
+                for candidate in ranking.candidates if ranking is not None else ():
+                    fits[candidate.location] += count * -candidate.score
+            agreed = min(firsts, key=lambda location: (-firsts[location], -fits[location], location or ""))
+            for position, _ in members:
+                origin_id = int(ids[position])
+                base, _, ranking = self._rankings[self.origins[origin_id]]
+                if ranking is None:
+                    continue
+                if agreed is None:  # most calls of this op chain fit no line: a weak ranking yields
+                    if ranking.confidence < RANKING_CONFIDENCE:
+                        majority = next(
+                            int(ids[p])
+                            for p, _ in members
+                            if self._rankings[self.origins[int(ids[p])]][2] is None
+                        )
+                        remapped[position] = majority
+                    continue
+                top = ranking.candidates[0]
+                chosen = next((c for c in ranking.candidates if c.location == agreed), None)
+                if top.location == agreed or chosen is None or chosen.score > top.score + HARMONY_MARGIN:
+                    continue
+                order = (chosen, *(c for c in ranking.candidates if c is not chosen))
+                note = f"the other windows of this op chain agree on {agreed}"
+                remapped[position] = self._intern(
+                    ("harmonized", origin_id, agreed),
+                    lambda base=base, order=order, ranking=ranking, note=note: self._ranked_origin(
+                        base, order, ranking.confidence, (note, *ranking.evidence)
+                    ),
+                )
+        return remapped[inverse.reshape(-1)]
 
 
 def _rank_among_same(tokens, place: int) -> tuple[int, int]:

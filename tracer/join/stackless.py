@@ -54,6 +54,7 @@ MAX_FILES = 12  # files whose functions are aligned, picked by the window's op n
 MAX_FUNCTIONS = 10  # functions aligned per hot op, picked by the ops they predict
 MAX_CANDIDATES = 5
 RANKING_CONFIDENCE = 0.45  # the most a ranking claims: never read as a match
+MIN_FIT = 2.5  # a candidate's function must explain more of the window than the op itself
 
 # Methods whose op is not named after them.
 CAST_METHODS = frozenset(
@@ -300,6 +301,7 @@ class _Expanded:
     files: tuple[str, ...]
     functions: tuple[str, ...]
     ops: frozenset[str]  # every op the points predict
+    inlined: frozenset[int] = frozenset()  # calls whose helper is spliced in: the helper's lines answer
 
 
 INLINE_DEPTH = 2  # helpers of helpers
@@ -362,9 +364,11 @@ class StacklessRanker:
             alignment = Alignment(expanded.program, tokens, STACKLESS, local=True, focus=hot)
             best, _ = alignment.scores(hot)
             for p, cost in best.items():
-                if cost >= 0:
-                    continue  # it fits no better than leaving the function out
+                if cost > -MIN_FIT or p in expanded.inlined:
+                    continue  # too little of the window fits; or a helper's line answers
                 candidate = self._judge(expanded, p, cost, words, target_dtype)
+                if candidate.score > -MIN_FIT:
+                    continue  # what speaks against it outweighs the fit
                 key = (candidate.file, candidate.line)
                 if key not in scored or candidate.score < scored[key].score:
                     scored[key] = candidate
@@ -444,6 +448,7 @@ class StacklessRanker:
         functions = [qualified] * len(points)
         eps, consume, repeats = list(program.eps), list(program.consume), list(program.repeats)
         n = program.n_states
+        inlined: set[int] = set()
         if depth > 0:
             for u, v, p in program.consume:
                 point = program.points[p]
@@ -467,6 +472,8 @@ class StacklessRanker:
                 eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
                 eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
                 n += sub.n_states
+                inlined.add(p)
+                inlined.update(q + shift for q in inner.inlined)
         combined = Program(
             name=qualified,
             def_line=program.def_line,
@@ -479,7 +486,7 @@ class StacklessRanker:
             repeats=tuple(repeats),
         )
         ops = frozenset(op for point in points for op in predicted_ops(point))
-        expanded = _Expanded(combined, tuple(files), tuple(functions), ops)
+        expanded = _Expanded(combined, tuple(files), tuple(functions), ops, frozenset(inlined))
         if depth == INLINE_DEPTH:
             self._expanded[id(function)] = expanded
         return expanded
