@@ -58,6 +58,7 @@ FINDING_KEYS = {
 ORIGIN_KEYS = {
     "location",
     "key",
+    "answer",
     "file",
     "line",
     "source",

@@ -22,7 +22,7 @@ JSON_SHAPE = """\b
   findings [{kernel, kernel_short, category, calls, total_ns, per_call_ns,
     share, steps, calls_per_step, invariant, bytes_per_call, bytes_basis,
     gbps, peak_fraction, shapes [str], waste,
-    origin {location, key, file, line, source, site_id, rule, confidence,
+    origin {location, key, answer, file, line, source, site_id, rule, confidence,
             evidence [str], ranges [str], frames [{file, function,
             def_line, call_line}], ops [str], replay, before_trace,
             candidates [str]}}]

@@ -10,6 +10,14 @@ from tracer.model.events import Trace
 
 BEFORE_TRACE_LABEL = "<launched before the trace>"
 
+# What kind of answer an Origin's line is (`Origin.answer`), the same word in every rendering.
+EXACT = "exact"  # CallFrom, a kerneltrace range, or the only line that fits the whole run
+RESOLVED = "resolved"  # the best of the lines that fit, with the others named (confidence 0.5-0.9)
+AMBIGUOUS = "ambiguous"  # several lines fit equally: the first is shown, all are listed
+RANKED = "ranked"  # no Python frames: a ranking of candidate lines, never a match
+NO_LINE = "none"
+EXACT_CONFIDENCE = 0.9
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -55,6 +63,19 @@ class Origin:
     candidates: tuple[str, ...] = field(default=(), compare=False)  # ranked "file:line" when unsure
 
     @property
+    def answer(self) -> str:
+        """`EXACT`, `RESOLVED`, `AMBIGUOUS`, `RANKED` or `NO_LINE`: how far the line can be trusted."""
+        if self.line is None:
+            return NO_LINE
+        if self.evidence and self.evidence[0].startswith("a ranking"):
+            return RANKED
+        if self.confidence >= EXACT_CONFIDENCE:
+            return EXACT
+        if len(self.candidates) > 1 and self.confidence < 0.5:
+            return AMBIGUOUS
+        return RESOLVED
+
+    @property
     def location(self) -> str:
         if self.file is None:
             return "?"
@@ -87,6 +108,7 @@ class Origin:
         data = asdict(self)
         data["location"] = self.location
         data["key"] = self.key
+        data["answer"] = self.answer
         return data
 
 
