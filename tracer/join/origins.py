@@ -399,8 +399,9 @@ class OriginBuilder:
     def _ranked_origin(self, base: Origin, candidates, confidence: float, evidence) -> Origin:
         best = candidates[0]
         site = self.sites.by_id.get(best.site_id) if best.site_id else None
+        ranked = tuple(f"#{i + 1} {c.describe()}" for i, c in enumerate(candidates))
         origin = self._at_line(
-            base, best.file, best.line, site, confidence, ("a ranking, not a match:", *evidence)
+            base, best.file, best.line, site, confidence, ("a ranking, not a match:", *evidence, *ranked)
         )
         return replace(origin, candidates=tuple(c.location for c in candidates))
 

@@ -857,8 +857,8 @@ def _callee(func: ast.AST, scope: Scope) -> tuple[str, str]:
             if func.attr in scope.methods:
                 return BY_SELF_METHOD, func.attr
             return BY_SELF_ATTRIBUTE, func.attr
-        if func.attr in TYPE_NAMES or func.attr in ("Size", "finfo", "iinfo", "device", "dtype"):
-            return BY_TYPE, func.attr
+        if func.attr in ("Size", "finfo", "iinfo", "device", "dtype", "Generator", "partial"):
+            return BY_TYPE, func.attr  # (x.float(), x.int() are tensor methods, not the types)
         return BY_ATTRIBUTE, func.attr
     if isinstance(func, ast.Subscript):
         return BY_SUBSCRIPT, _subscript_name(func)

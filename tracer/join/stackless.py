@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from tracer.join.align import Alignment
 from tracer.join.program import (
+    BY_ATTRIBUTE,
     BY_LOCAL,
     BY_SELF_METHOD,
     BY_SUBSCRIPT,
@@ -42,6 +43,7 @@ from tracer.join.program import (
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines, read_source_text
 from tracer.join.tokens import GETITEM_OPS, OP, QUIET_OPS, SETITEM_OPS, Token, token_of
+from tracer.join.torch_api import TORCH_API
 from tracer.model.events import NONE, Cat
 
 if TYPE_CHECKING:
@@ -83,9 +85,18 @@ REWARD = -1.0  # an op the point predicts by name
 QUIET_REWARD = -0.3  # a view or scalar op the point predicts (they fit many places)
 BLOCK = 0.1  # an op absorbed by a call that runs a block of its own (a module, a helper)
 INSIDE = 0.5  # an op inside the function's part that no point explains
+SKIPPED_OP = 0.6  # a torch call or tensor operator on the path that ran no op
 DTYPE_AGAINST = 3.0
 DTYPE_FOR = -0.5
 RANGE_FOR = -2.0
+
+
+def runs_a_block(point: CallPoint) -> bool:
+    """A call that may run any ops of its own (a module, a helper): not a type, not torch's API
+    called on a tensor or module (``x.to(...)``, ``torch.cat(...)``, ``F.silu(...)`` run their op)."""
+    if point.kind != CALL or point.callee == BY_TYPE:
+        return False
+    return not (point.callee == BY_ATTRIBUTE and point.name in TORCH_API)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -118,17 +129,13 @@ class StacklessCosts:
             return QUIET_REWARD / 3 if token.name in QUIET_OPS else None
         if token.name in predicted_ops(point):
             return QUIET_REWARD if token.name in QUIET_OPS else REWARD
-        if point.kind == CALL and point.callee != BY_TYPE:
-            return BLOCK
-        return None
+        return BLOCK if runs_a_block(point) else None
 
     @staticmethod
     def repeat(point: CallPoint, token: Token) -> float | None:
         if point.kind == VIEWS:
             return QUIET_REWARD / 3 if token.name in QUIET_OPS else None
-        if point.kind == CALL and point.callee != BY_TYPE and token.kind == OP:
-            return BLOCK
-        return None
+        return BLOCK if token.kind == OP and runs_a_block(point) else None
 
     @staticmethod
     def insert(token: Token) -> float:
@@ -136,10 +143,14 @@ class StacklessCosts:
 
     @staticmethod
     def skip(point: CallPoint) -> float:
+        """Without frames every op shows: a torch call or a tensor operator that ran nothing is
+        evidence against the path that skips it (numbers and types run none)."""
         if point.kind == CALL:
-            return 0.05 if point.callee == BY_TYPE else 0.3
+            if point.callee == BY_TYPE:
+                return 0.05
+            return 0.3 if runs_a_block(point) else SKIPPED_OP
         if point.kind == OPERATOR:
-            return 0.02 if point.scalar_like else 0.1
+            return 0.05 if point.scalar_like else SKIPPED_OP
         if point.kind in (GETITEM, SETITEM):
             return 0.1
         return 0.0
@@ -260,6 +271,9 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Ranking:
+    """Candidates best first, how sure, and how they were found (each candidate's own reasons are in
+    `Candidate.describe`)."""
+
     candidates: tuple[Candidate, ...]
     confidence: float
     evidence: tuple[str, ...]
@@ -382,7 +396,6 @@ class StacklessRanker:
         evidence = (
             f"{len(scored)} line(s) can have run {hot_op}; ranked by how the {len(window)} ops around it fit "
             "each function's source, in order",
-            *(f"#{i + 1} {c.describe()}" for i, c in enumerate(ranked)),
         )
         return Ranking(tuple(ranked), confidence, evidence)
 
