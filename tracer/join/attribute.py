@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tracer.join.calls import CallOrder
 from tracer.join.columns import ValueCodes, column, group_by_thread, rows_where, values_at
 from tracer.join.contexts import context_classes
-from tracer.join.nesting import by_start, enclosing_parents, frames_around
+from tracer.join.nesting import by_start, enclosing_parents, frames_around, thread_lanes
 from tracer.join.origins import OriginBuilder
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines
@@ -69,11 +69,16 @@ class _Join:
 
         table = self.table
         cat = column(table.cat)
-        op_threads = group_by_thread(table, rows_where(cat, (_CPU_OP, _RANGE, *_LAUNCH)))
-        for rows in op_threads.values():
-            enclosing_parents(
-                table, by_start(table, rows), self.state.op_parents, set(_LAUNCH), self.state.top_ops
-            )
+        op_family = rows_where(cat, (_CPU_OP, _RANGE, *_LAUNCH))
+        lanes = thread_lanes(table, op_family)
+        if lanes is not None:  # every thread in one sweep
+            ordered = by_start(table, op_family, lanes)
+            enclosing_parents(table, ordered, self.state.op_parents, set(_LAUNCH), self.state.top_ops, lanes)
+        else:
+            for rows in group_by_thread(table, op_family).values():
+                enclosing_parents(
+                    table, by_start(table, rows), self.state.op_parents, set(_LAUNCH), self.state.top_ops
+                )
         time_basis = "gpu"
         gpu_rows = rows_where(cat, _GPU)
         if len(gpu_rows):
@@ -82,7 +87,7 @@ class _Join:
             time_basis = "cpu"
             gpu_rows = op_rows = anchors = self._leaf_ops()
             replays = before_trace = np.zeros(len(anchors), dtype=bool)
-        self._sweep_frames(group_by_thread(table, rows_where(cat, (_PYTHON,))), anchors)
+        self._sweep_frames(rows_where(cat, (_PYTHON,)), anchors)
         calls = CallOrder(self.state)
         result = Attributions(trace=self.trace, time_basis=time_basis)
         result.gpu_rows = _int_array(gpu_rows)
@@ -169,23 +174,33 @@ class _Join:
         has_child[parents[parents != NONE]] = True
         return ops[~has_child[ops]]
 
-    def _sweep_frames(self, frame_threads: dict[tuple[int, int], np.ndarray], anchors: np.ndarray) -> None:
-        """Frame parents per thread, and the innermost frame of every row asked about: the anchors,
-        the forward ops of backward ops (their frames explain them) and the top-level ops."""
+    def _sweep_frames(self, frame_rows: np.ndarray, anchors: np.ndarray) -> None:
+        """Frame parents, and the innermost frame of every row asked about: the anchors, the forward
+        ops of backward ops (their frames explain them) and the top-level ops; thread by thread, or
+        all threads in one sweep (`thread_lanes`)."""
         import numpy as np
 
-        if not frame_threads:
+        if len(frame_rows) == 0:
             return
         table = self.table
         asked = np.zeros(len(table), dtype=bool)
         asked[anchors[anchors != NONE]] = True
         asked[np.fromiter(self.trace.fwdbwd.values(), dtype=np.int64)] = True
         asked[np.fromiter(self.state.top_ops, dtype=np.int64, count=len(self.state.top_ops))] = True
-        asked = group_by_thread(table, np.flatnonzero(asked))
+        asked_rows = np.flatnonzero(asked)
+        lanes = thread_lanes(table, np.concatenate([frame_rows, asked_rows]))
+        if lanes is not None:
+            ordered = self.state.sorted_frames[(NONE, NONE)] = by_start(table, frame_rows, lanes)
+            queries = by_start(table, asked_rows, lanes)
+            frames_around(
+                table, ordered, queries, self.state.frame_parents, self.state.innermost_frame, lanes
+            )
+            return
+        by_thread = group_by_thread(table, asked_rows)
         empty = np.zeros(0, dtype=np.int64)
-        for key, frames in frame_threads.items():
+        for key, frames in group_by_thread(table, frame_rows).items():
             ordered = self.state.sorted_frames[key] = by_start(table, frames)
-            queries = by_start(table, asked.get(key, empty))
+            queries = by_start(table, by_thread.get(key, empty))
             frames_around(table, ordered, queries, self.state.frame_parents, self.state.innermost_frame)
 
 

@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from tracer.join.columns import column, sorted_by_start
+from tracer.join.columns import column, sorted_by_start, start_order
 from tracer.join.sweep import stack_tops
 from tracer.model.events import NONE, Cat, EventTable
 
@@ -25,10 +25,42 @@ TOLERANCE_NS = 2
 _DUR_BITS = 42  # durations below 2**42 ns (73 minutes) sort under their start time in one int key
 
 
-def by_start(table: EventTable, rows: Iterable[int]) -> np.ndarray:
-    """Rows (numpy) by start time, longer first at equal starts (so a parent precedes its children)."""
+def thread_lanes(table: EventTable, rows) -> np.ndarray | None:
+    """A time shift per table row that lays each thread of `rows` after the one before it, so that
+    one sweep serves all threads (no interval of one thread then overlaps another's): a trace with
+    thousands of threads costs one sweep, not thousands. None when there is one thread, or the
+    shifted times would not fit in int64 (then sweep thread by thread)."""
     import numpy as np
 
+    picked = np.asarray(rows, dtype=np.int64)
+    if len(picked) == 0:
+        return None
+    pairs = np.stack([column(table.pid)[picked], column(table.tid)[picked]], axis=1)
+    _, thread = np.unique(pairs, axis=0, return_inverse=True)
+    thread = thread.reshape(-1)
+    if thread.max() == 0:
+        return None
+    starts = column(table.ts_ns)[picked]
+    durations = column(table.dur_ns)[picked]
+    if durations.min() < 0 or durations.max() >= 1 << _DUR_BITS:
+        return None
+    span = int((starts + durations).max()) - int(starts.min()) + 2 * TOLERANCE_NS + 1
+    if int(thread.max()) * span >= 1 << 61:
+        return None
+    offsets = np.zeros(len(table), dtype=np.int64)
+    offsets[picked] = thread.astype(np.int64) * span
+    return offsets
+
+
+def by_start(table: EventTable, rows: Iterable[int], offsets: np.ndarray | None = None) -> np.ndarray:
+    """Rows (numpy) by start time, longer first at equal starts (so a parent precedes its children);
+    with `offsets` (`thread_lanes`), by shifted start: thread after thread."""
+    import numpy as np
+
+    if offsets is not None:
+        picked = np.asarray(rows, dtype=np.int64)
+        starts = column(table.ts_ns)[picked] + offsets[picked]
+        return picked[start_order(starts, column(table.dur_ns)[picked])]
     ordered = sorted_by_start(table, rows)  # numpy: the same order, without a Python key per row
     if ordered is not None:
         return ordered
@@ -38,17 +70,24 @@ def by_start(table: EventTable, rows: Iterable[int]) -> np.ndarray:
     return np.asarray(sorted(rows, key=lambda r: (ts[r] << shift) - dur[r]), dtype=np.int64)
 
 
-def _starts_ends(table: EventTable, rows):
-    """Rows (numpy), and their start and end (ns)."""
+def _starts_ends(table: EventTable, rows, offsets: np.ndarray | None = None):
+    """Rows (numpy), and their start and end (ns), shifted by `offsets` when given."""
     import numpy as np
 
     picked = np.asarray(rows, dtype=np.int64)
     starts = column(table.ts_ns)[picked]
+    if offsets is not None:
+        starts = starts + offsets[picked]
     return picked, starts, starts + column(table.dur_ns)[picked]
 
 
 def enclosing_parents(
-    table: EventTable, sorted_rows: Sequence[int], parents: array, leaves: set[int], top_ops: set[int]
+    table: EventTable,
+    sorted_rows: Sequence[int],
+    parents: array,
+    leaves: set[int],
+    top_ops: set[int],
+    offsets: np.ndarray | None = None,
 ) -> None:
     """Set ``parents[r]`` to the innermost row of `sorted_rows` enclosing r (NONE at top level).
 
@@ -60,7 +99,7 @@ def enclosing_parents(
     """
     import numpy as np
 
-    rows, _, ends = _starts_ends(table, sorted_rows)
+    rows, _, ends = _starts_ends(table, sorted_rows, offsets)
     if len(rows) == 0:
         return
     cat = column(table.cat)[rows]
@@ -110,6 +149,7 @@ def frames_around(
     sorted_queries: Sequence[int],
     frame_parents: array,
     innermost: array,
+    offsets: np.ndarray | None = None,
 ) -> None:
     """Sweep Python frames; set their parents, and ``innermost[q]`` = the frame around q's start.
 
@@ -120,8 +160,8 @@ def frames_around(
     """
     import numpy as np
 
-    frames, frame_starts, frame_ends = _starts_ends(table, sorted_frames)
-    queries, query_starts, _ = _starts_ends(table, sorted_queries)
+    frames, frame_starts, frame_ends = _starts_ends(table, sorted_frames, offsets)
+    queries, query_starts, _ = _starts_ends(table, sorted_queries, offsets)
     total = len(frames) + len(queries)
     if total == 0:
         return

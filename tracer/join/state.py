@@ -34,7 +34,8 @@ class JoinState:
     frame_parents: array = field(init=False)  # a Python frame's parent frame
     innermost_frame: array = field(init=False)  # the frame around a row (rows asked about only)
     top_ops: set[int] = field(default_factory=set)  # CPU ops with no CPU op around them
-    sorted_frames: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # per thread, by start
+    # Python frames by start, per thread (pid, tid), or all threads laid end to end under (NONE, NONE).
+    sorted_frames: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
     _user_above: dict[int, tuple[int, int]] = field(default_factory=dict)  # frame -> (U, C), see user_call
     _windows: OpWindows | None = None
 
