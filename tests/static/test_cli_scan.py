@@ -114,5 +114,18 @@ def test_rules_command():
         assert heading in explained.output
     data = json.loads(runner.invoke(main, ["rules", "--explain", "kt401", "--json"]).output)
     assert data["code"] == "KT401" and data["launches_kernel"] is False
-    assert len(json.loads(runner.invoke(main, ["rules", "--json"]).output)) == 17
+    assert len(json.loads(runner.invoke(main, ["rules", "--json"]).output)) == 18
+    kv = runner.invoke(main, ["rules", "--explain", "KT105"])
+    words = " ".join(kv.output.split())  # as wrapped to any width
+    assert kv.exit_code == 0
+    for heading in ("What it does", "Why it matters", "Example", "Fix"):
+        assert heading in words
+    assert "receiver (its text or last dotted part) like *kv_cache, k_cache," in words
+    assert "tried 1 of 18 (the first that matches wins)" in words
+    data = json.loads(runner.invoke(main, ["rules", "--explain", "KT102", "--json"]).output)
+    assert (data["match_order"], data["receiver"], data["max_args"]) == (3, None, 0)
+    assert data["examples"]["invalid"][0] == {
+        "code": "def forward(self, x):\n    return self.weight.float()\n",
+        "expect": ["2:11 KT102"],
+    }
     assert runner.invoke(main, ["rules", "--explain", "KT999"]).exit_code == 2

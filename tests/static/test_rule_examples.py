@@ -1,4 +1,5 @@
-"""Every rule's VALID and INVALID examples, run through the real scanner (both paths), Fixit style."""
+"""Every rule's VALID and INVALID examples, run through the real scanner (both paths), Fixit style:
+an INVALID example states every finding expected in it (`line:col CODE`), a VALID one is not flagged."""
 
 from __future__ import annotations
 
@@ -7,28 +8,32 @@ import pytest
 from tracer.static import load_rule_set, scan_source
 
 RULES = load_rule_set()
-CASES = [(rule.code, "invalid", i, code) for rule in RULES.rules for i, code in enumerate(rule.invalid)] + [
-    (rule.code, "valid", i, code) for rule in RULES.rules for i, code in enumerate(rule.valid)
-]
+CASES = [
+    (rule.code, "invalid", i, e.code, e.expect) for rule in RULES.rules for i, e in enumerate(rule.invalid)
+] + [(rule.code, "valid", i, code, None) for rule in RULES.rules for i, code in enumerate(rule.valid)]
 
 
 def test_every_rule_has_examples_and_docs():
     for rule in RULES.rules:
         assert rule.invalid and rule.valid, rule.code
+        assert all(example.expect for example in rule.invalid), (
+            f"{rule.code}: an INVALID example without expect"
+        )
         assert {"what", "why", "example", "fix"} <= set(rule.explain), rule.code
         assert rule.aten_ops, rule.code
 
 
 @pytest.mark.parametrize(
-    ("code", "expect", "index", "source"), CASES, ids=[f"{c}-{e}{i}" for c, e, i, _ in CASES]
+    ("code", "expect", "index", "source", "findings"), CASES, ids=[f"{c}-{e}{i}" for c, e, i, _, _ in CASES]
 )
 @pytest.mark.parametrize("prefilter", [True, False], ids=["fast", "reference"])
-def test_example(code, expect, index, source, prefilter):
+def test_example(code, expect, index, source, findings, prefilter):
     result = scan_source(source, "example.py", RULES, prefilter=prefilter)
     assert result.skipped is None
     found = [s.rule for s in result.sites]
     if expect == "invalid":
         assert code in found, f"{code} should flag:\n{source}"
+        assert [f"{s.line}:{s.col} {s.rule}" for s in result.sites] == list(findings), source
     else:
         assert code not in found, f"{code} should not flag:\n{source}"
 

@@ -103,3 +103,15 @@ def test_whole_package_scans_without_crashing(full_scan, sglang_package):
     # the founding case's pattern ranks at the top: the whole KV pool cast per layer in decode
     top = result.sites[0]
     assert top.rule == "KT101" and "get_key_buffer" in top.receiver and top.risk >= 85
+    # sglang 0.5.23 never casts a whole KV buffer with `.float()`/`.half()`/`.bfloat16()` (KT105), and
+    # index tensors named like one (`req_pool_indices`, `kv_indices`) stay KT102
+    assert not any(s.rule == "KT105" for s in result.sites)
+
+
+def test_rows_of_a_kv_pool_cast_stay_kt102(sglang_root, rules):
+    """KT105 takes `.float()` of a whole KV buffer; rows gathered out of it first are the good order."""
+    sites, _ = _sites(sglang_root, rules, "sglang/test/kits/unified_radix_cache/mixins.py")
+    # `kv_pool.get_key_buffer(layer_id)[indices].float().cpu().clone()` in _snapshot_full_kv
+    rows = sites[(301, 12, "KT102")]
+    assert rows.receiver == "kv_pool.get_key_buffer(layer_id)[indices]" and rows.kind == "cast_method"
+    assert (302, 12, "KT102") in sites and not any(rule == "KT105" for _, _, rule in sites)

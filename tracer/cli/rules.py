@@ -57,6 +57,12 @@ def _rule_dict(rule, rule_set) -> dict:
         "functions": sorted(rule.functions),
         "arg_class": sorted(rule.arg_class) if rule.arg_class is not None else None,
         "index_class": sorted(rule.index_class) if rule.index_class is not None else None,
+        "min_args": rule.min_args,
+        "max_args": rule.max_args,
+        "receiver": list(rule.receiver) if rule.receiver is not None else None,
+        "text": list(rule.text) if rule.text is not None else None,
+        "priority": rule.priority,
+        "match_order": rule_set.order.index(rule) + 1,
         "aten_ops": list(rule.aten_ops),
         "kernel_families": list(rule.kernel_families),
         "launches_kernel": rule.launches_kernel,
@@ -66,7 +72,12 @@ def _rule_dict(rule, rule_set) -> dict:
             for f in (*rule_set.factors, *rule.factors)
         ],
         "explain": rule.explain,
-        "examples": {"valid": list(rule.valid), "invalid": list(rule.invalid)},
+        "examples": {
+            "valid": list(rule.valid),
+            "invalid": [
+                {"code": e.code, "expect": list(e.expect) if e.expect else None} for e in rule.invalid
+            ],
+        },
         "source": rule.source,
     }
 
@@ -92,6 +103,8 @@ def _list(rules) -> None:
 def _explain(rule, rule_set) -> None:
     from rich.markdown import Markdown
 
+    from tracer.static.precedence import match_words
+
     explain = rule.explain
     factors = "\n".join(
         f"- `{rule.weights.get(f.id, f.weight):+g}` {f.reason} (`{f.id}`, on {f.on})"
@@ -100,6 +113,8 @@ def _explain(rule, rule_set) -> None:
     text = f"""# {rule.code} {rule.name}
 
 {rule.summary}
+
+Matches {match_words(rule)}; tried {rule_set.order.index(rule) + 1} of {len(rule_set.order)} (the first that matches wins).
 
 ## What it does
 {explain.get("what", "")}

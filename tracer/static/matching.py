@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -14,6 +14,74 @@ from tracer.static.rules import Rule, RuleSet
 
 _CODEGEN = cst.Module(body=[])
 _LINE_BREAKS = re.compile(r"\s*\n\s*")
+_OPENERS, _CLOSERS = "([{", ")]}"
+
+
+def glob_matches(pattern: str, text: str) -> bool:
+    """`*` matches any run of characters, `?` one; everything else, brackets too, is literal.
+
+    Linear in the text for `*`-only patterns, O(len(pattern) * len(text)) at worst: a user's glob
+    cannot backtrack exponentially.
+    """
+    if "?" not in pattern:
+        parts = pattern.split("*")
+        if len(parts) == 1:
+            return text == pattern
+        first, *middle, last = parts
+        if len(text) < len(first) + len(last) or not text.startswith(first) or not text.endswith(last):
+            return False
+        position, end = len(first), len(text) - len(last)
+        for part in middle:
+            found = text.find(part, position, end)
+            if found < 0:
+                return False
+            position = found + len(part)
+        return True
+    p = t = 0
+    star, resume = -1, 0
+    while t < len(text):
+        if p < len(pattern) and pattern[p] == "*":
+            star, resume, p = p, t, p + 1
+        elif p < len(pattern) and pattern[p] in ("?", text[t]):
+            p, t = p + 1, t + 1
+        elif star >= 0:
+            resume += 1
+            p, t = star + 1, resume
+        else:
+            return False
+    return pattern[p:].strip("*") == ""
+
+
+def last_part(text: str) -> str:
+    """What follows the last `.` outside brackets and strings: `self.pool.k_buffer[i]` -> `k_buffer[i]`,
+    `self.pool.get_key_buffer(layer.id)` -> `get_key_buffer(layer.id)`."""
+    depth, quote, escaped, cut = 0, "", False, -1
+    for index, char in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in _OPENERS:
+            depth += 1
+        elif char in _CLOSERS:
+            depth -= 1
+        elif char == "." and depth == 0:
+            cut = index
+    return text[cut + 1 :]
+
+
+def patterns_match(globs: tuple[str, ...] | None, text: str, *, last: bool = False) -> bool:
+    """Whether any glob matches `text` (line breaks dropped) or, with `last`, its last dotted part."""
+    if globs is None:
+        return True
+    text = _LINE_BREAKS.sub("", text)
+    tail = last_part(text) if last else None
+    return any(glob_matches(g, text) or (tail is not None and glob_matches(g, tail)) for g in globs)
 
 
 @dataclass(frozen=True)
@@ -128,8 +196,8 @@ class SiteMatcher:
         self.path = path
         self.imports = imports
         self.indent: tuple[str, ...] = ()  # set per candidate by the whole-module path
-        self._call_rules = [r for r in rules.rules if r.form == "call"]
-        self._store_rules = [r for r in rules.rules if r.form == "store"]
+        self._call_rules = [r for r in rules.order if r.form == "call"]  # match order: first wins
+        self._store_rules = [r for r in rules.order if r.form == "store"]
         self.attr_names = rules.method_names | {f.rsplit(".", 1)[-1] for f in rules.function_names}
         self.bare_names = {f.rsplit(".", 1)[-1] for f in rules.function_names} | imports.function_aliases(
             rules.function_names
@@ -176,16 +244,26 @@ class SiteMatcher:
         else:
             return None
         args = [_ArgText(a, self._code(a)) for a in call.args]
-        rule = self._first_call_rule(method, qualified, args)
+        known: list[str] = []  # receiver and text, worked out once, when a rule or the site needs them
+
+        def receiver_and_text() -> tuple[str, str]:
+            if not known:
+                if receiver_node is not None:
+                    known.append(self._code(receiver_node))
+                else:  # a function's receiver is its first positional argument: `torch.cat(xs)` -> `xs`
+                    known.append(next((a.value for a in args if a.positional), ""))
+                known.append(
+                    text
+                    if text is not None
+                    else self._code(call.with_changes(lpar=(), rpar=()) if call.lpar else call)
+                )
+            return known[0], known[1]
+
+        rule = self._first_call_rule(method, qualified, args, receiver_and_text)
         if rule is None:
             return None
-        if receiver_node is not None:
-            receiver = self._code(receiver_node)
-        else:
-            receiver = next((a.value for a in args if a.positional), "")
+        receiver, text = receiver_and_text()
         target_dtype, target_device = self._targets(rule, method, args)
-        if text is None:
-            text = self._code(call.with_changes(lpar=(), rpar=()) if call.lpar else call)
         name = method if method is not None else qualified.rsplit(".", 1)[-1]  # type: ignore[union-attr]
         arg_texts = tuple(a.text for a in args)
         return self._site(
@@ -206,25 +284,37 @@ class SiteMatcher:
         if is_string_key(target):
             return None
         index_class = self._index_class(target)
-        rule = next(
-            (r for r in self._store_rules if r.index_class is None or index_class in r.index_class), None
-        )
-        if rule is None:
-            return None
         if text is None:
             if not isinstance(getattr(statement, "semicolon", cst.MaybeSentinel.DEFAULT), cst.MaybeSentinel):
                 statement = statement.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
             text = self._code(statement)
+        value_node = target.value
+        receiver = self._code(value_node.with_changes(lpar=(), rpar=()) if value_node.lpar else value_node)
+        rule = next(
+            (
+                r
+                for r in self._store_rules
+                if (r.index_class is None or index_class in r.index_class)
+                and patterns_match(r.receiver, receiver, last=True)
+                and patterns_match(r.text, text)
+            ),
+            None,
+        )
+        if rule is None:
+            return None
         index_text = ", ".join(self._code(e.slice) for e in target.slice)
         value = statement.value if isinstance(statement, (cst.Assign, cst.AugAssign)) else None
         args = (index_text, self._code(value)) if value is not None else (index_text,)
-        value_node = target.value
-        receiver = self._code(value_node.with_changes(lpar=(), rpar=()) if value_node.lpar else value_node)
         return self._site(rule, line, col, ctx, "__setitem__", receiver, args, text, stmt_line, None, None)
 
     def _first_call_rule(
-        self, method: str | None, qualified: str | None, args: list[_ArgText]
+        self,
+        method: str | None,
+        qualified: str | None,
+        args: list[_ArgText],
+        receiver_and_text: Callable[[], tuple[str, str]],
     ) -> Rule | None:
+        """The first rule in match order (`RuleSet.order`) whose every match key holds."""
         arg_class: str | None = None
         for rule in self._call_rules:
             if method is not None and method not in rule.methods:
@@ -237,6 +327,12 @@ class SiteMatcher:
                 if arg_class is None:
                     arg_class = self._arg_class(args)
                 if arg_class not in rule.arg_class:
+                    continue
+            if rule.pattern_keys:
+                receiver, text = receiver_and_text()
+                if not (
+                    patterns_match(rule.receiver, receiver, last=True) and patterns_match(rule.text, text)
+                ):
                     continue
             return rule
         return None

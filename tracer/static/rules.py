@@ -39,7 +39,35 @@ FACTOR_INPUTS = (
     "target_dtype",
 )
 ARG_CLASSES = ("none", "dtype", "device", "dtype+device", "other")
+# The fewest arguments a call of each class has: `x.to(non_blocking=True)` is "none", `x.to(d, t)`
+# "dtype+device"; a rule that allows only classes needing more arguments than its max_args is void.
+ARGS_NEEDED = {"none": 0, "dtype": 1, "device": 1, "dtype+device": 2, "other": 1}
 INDEX_CLASSES = ("index", "slice")
+FORMS = ("method", "function", "method-or-function", "store")
+# The keys a `[rule.match]` table may hold; any other is a typo that would widen the rule silently.
+MATCH_KEYS = (
+    "form",
+    "names",
+    "arg_class",
+    "index_class",
+    "min_args",
+    "max_args",
+    "receiver",
+    "text",
+    "target_dtype",
+    "target_device",
+)
+_CALL_ONLY_KEYS = ("names", "arg_class", "min_args", "max_args", "target_dtype", "target_device")
+_EXPECT = re.compile(r"^[1-9]\d*:\d+ \S+$")  # "2:11 KT101": line (from 1), column (from 0), rule
+
+
+@dataclass(frozen=True)
+class Example:
+    """An INVALID example (Fixit style): code the rule must flag and, when stated, every finding the
+    scan must report in it, as `line:col CODE` (line from 1, column from 0, as `scan --json` gives)."""
+
+    code: str
+    expect: tuple[str, ...] | None = None  # None: only "the rule flags it" is checked
 
 
 @dataclass(frozen=True)
@@ -77,6 +105,9 @@ class Rule:
     index_class: frozenset[str] | None = None  # for stores: "index" or "slice"
     min_args: int = 0
     max_args: int | None = None
+    receiver: tuple[str, ...] | None = None  # globs on the receiver's text or its last dotted part
+    text: tuple[str, ...] | None = None  # globs on the call's (or store statement's) source text
+    priority: int = 0  # higher is tried first; see `tracer/static/precedence.py` for the whole order
     target_dtype_by_name: dict[str, str] = field(default_factory=dict)
     target_device_by_name: dict[str, str] = field(default_factory=dict)
     aten_ops: tuple[str, ...] = ()
@@ -87,19 +118,26 @@ class Rule:
     factors: tuple[RiskFactor, ...] = ()  # this rule's own factors
     explain: dict[str, str] = field(default_factory=dict)  # what, why, example, fix
     valid: tuple[str, ...] = ()  # code the rule must not flag
-    invalid: tuple[str, ...] = ()  # code the rule must flag
+    invalid: tuple[Example, ...] = ()  # code the rule must flag, with the findings expected in it
     source: str = ""  # the file it came from
+
+    @property
+    def pattern_keys(self) -> int:
+        """How many of `receiver` and `text` the rule tests: each makes it more specific."""
+        return (self.receiver is not None) + (self.text is not None)
 
 
 @dataclass(frozen=True)
 class RuleSet:
-    """All rules in match order, the shared factors, the scope settings, and a hash of it all."""
+    """All rules (by code), the same rules in match order, the shared factors, the scope settings, and
+    a hash of it all."""
 
-    rules: tuple[Rule, ...]
+    rules: tuple[Rule, ...]  # by code: for listings, SARIF and `by_code`
     factors: tuple[RiskFactor, ...]
     skip_decorators: frozenset[str]
     arg_patterns: dict[str, re.Pattern[str]]  # "dtype"/"device" -> pattern on argument text
     digest: str
+    order: tuple[Rule, ...]  # match order: the first that matches a site wins (precedence.py)
 
     @property
     def method_names(self) -> frozenset[str]:
@@ -121,7 +159,7 @@ class RuleSet:
 
 
 def load_rules(extra_dirs: Iterable[Path | str] = ()) -> list[Rule]:
-    """The built-in rules plus those in `extra_dirs`, in match order (by code)."""
+    """The built-in rules plus those in `extra_dirs`, by code."""
     return list(load_rule_set(extra_dirs).rules)
 
 
@@ -171,8 +209,12 @@ def _build_rule_set(files: Sequence[Path]) -> RuleSet:
     for needed in ("dtype", "device"):
         if needed not in arg_patterns:
             raise InputError(BUILTIN_RULES_DIR, f"no [arg_classes] pattern for {needed!r}")
-    ordered = tuple(sorted(rules.values(), key=lambda r: r.code))
-    return RuleSet(ordered, tuple(shared_factors), frozenset(skip), arg_patterns, hasher.hexdigest())
+    from tracer.static.precedence import check_every_rule_can_fire, match_order
+
+    by_code = tuple(sorted(rules.values(), key=lambda r: r.code))
+    order = match_order(by_code)
+    check_every_rule_can_fire(order)
+    return RuleSet(by_code, tuple(shared_factors), frozenset(skip), arg_patterns, hasher.hexdigest(), order)
 
 
 def _compile(path: Path, pattern: str) -> re.Pattern[str]:
@@ -210,38 +252,20 @@ def _factor(path: Path, raw: dict[str, Any]) -> RiskFactor:
 def _rule(path: Path, family: str, raw: dict[str, Any]) -> Rule:
     code = raw.get("code", "?")
     try:
-        match = raw["match"]
-        form = "store" if match.get("form") == "store" else "call"
-        names = match.get("names", ())
-        methods = frozenset(n for n in names if "." not in n)
-        functions = frozenset(n for n in names if "." in n)
-        if form == "call" and not names:
-            raise InputError(path, f"rule {code}: a call rule needs match.names")
-        arg_class = match.get("arg_class")
-        if arg_class is not None and not set(arg_class) <= set(ARG_CLASSES):
-            raise InputError(path, f"rule {code}: arg_class values must be among {', '.join(ARG_CLASSES)}")
-        index_class = match.get("index_class")
-        if index_class is not None and not set(index_class) <= set(INDEX_CLASSES):
-            raise InputError(
-                path, f"rule {code}: index_class values must be among {', '.join(INDEX_CLASSES)}"
-            )
+        match = _match(path, code, raw["match"])
         lowers = raw.get("lowers", {})
         examples = raw.get("examples", {})
+        priority = raw.get("priority", 0)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise InputError(path, f"rule {code}: priority must be a whole number, not {priority!r}")
         return Rule(
             code=code,
             name=raw["name"],
             family=family,
             kind=raw["kind"],
             summary=raw["summary"],
-            form=form,
-            methods=methods,
-            functions=functions,
-            arg_class=frozenset(arg_class) if arg_class is not None else None,
-            index_class=frozenset(index_class) if index_class is not None else None,
-            min_args=int(match.get("min_args", 0)),
-            max_args=match.get("max_args"),
-            target_dtype_by_name=dict(match.get("target_dtype", {})),
-            target_device_by_name=dict(match.get("target_device", {})),
+            **match,
+            priority=priority,
             aten_ops=tuple(lowers.get("aten_ops", ())),
             kernel_families=tuple(lowers.get("kernel_families", ())),
             launches_kernel=bool(raw.get("launches_kernel", True)),
@@ -249,9 +273,132 @@ def _rule(path: Path, family: str, raw: dict[str, Any]) -> Rule:
             weights={k: float(v) for k, v in raw.get("weights", {}).items()},
             factors=tuple(_factor(path, f) for f in raw.get("factor", ())),
             explain={k: str(v).strip("\n") for k, v in raw.get("explain", {}).items()},
-            valid=tuple(examples.get("valid", ())),
-            invalid=tuple(examples.get("invalid", ())),
+            valid=tuple(_strings(path, code, "examples.valid", examples.get("valid", ()))),
+            invalid=tuple(_example(path, code, e) for e in examples.get("invalid", ())),
             source=str(path),
         )
     except KeyError as err:
         raise InputError(path, f"rule {code} lacks the key {err}") from None
+
+
+def _match(path: Path, code: str, match: dict[str, Any]) -> dict[str, Any]:
+    """`[rule.match]` as `Rule` fields; a key that cannot apply, or a match that is empty or
+    contradicts itself, is the rule file's error (the rule could never fire, or fire too widely)."""
+    if not isinstance(match, dict):
+        raise InputError(path, f"rule {code}: match must be a table")
+    unknown = sorted(set(match) - set(MATCH_KEYS))
+    if unknown:
+        raise InputError(
+            path, f"rule {code}: unknown match key {unknown[0]!r} (known: {', '.join(MATCH_KEYS)})"
+        )
+    declared = match.get("form")
+    if declared is not None and declared not in FORMS:
+        raise InputError(path, f"rule {code}: match.form must be one of {', '.join(FORMS)}, not {declared!r}")
+    form = "store" if declared == "store" else "call"
+    receiver = _globs(path, code, "receiver", match.get("receiver"))
+    text = _globs(path, code, "text", match.get("text"))
+    if form == "store":
+        misplaced = [key for key in _CALL_ONLY_KEYS if key in match]
+        if misplaced:
+            raise InputError(path, f"rule {code}: match.{misplaced[0]} does not apply to a store rule")
+        index_class = _classes(path, code, "index_class", match.get("index_class"), INDEX_CLASSES)
+        return {"form": form, "index_class": index_class, "receiver": receiver, "text": text}
+    if "index_class" in match:
+        raise InputError(
+            path, f'rule {code}: match.index_class applies only to a store rule (form = "store")'
+        )
+    names = _strings(path, code, "match.names", match.get("names", ()))
+    if not names:
+        raise InputError(path, f"rule {code}: a call rule needs match.names")
+    methods = frozenset(n for n in names if "." not in n)
+    functions = frozenset(n for n in names if "." in n)
+    if declared == "method" and functions:
+        raise InputError(
+            path, f'rule {code}: form = "method" but names holds the function {min(functions)!r}'
+        )
+    if declared == "function" and methods:
+        raise InputError(
+            path,
+            f'rule {code}: form = "function" but names holds the method {min(methods)!r} '
+            "(a function is named with its module: torch.cat)",
+        )
+    min_args = _count(path, code, "min_args", match.get("min_args", 0))
+    max_args = _count(path, code, "max_args", match.get("max_args"))
+    if max_args is not None and min_args > max_args:
+        raise InputError(path, f"rule {code}: can never fire: min_args = {min_args} > max_args = {max_args}")
+    arg_class = _classes(path, code, "arg_class", match.get("arg_class"), ARG_CLASSES)
+    if arg_class is not None and max_args is not None and all(ARGS_NEEDED[c] > max_args for c in arg_class):
+        raise InputError(
+            path,
+            f"rule {code}: can never fire: arg_class {sorted(arg_class)} needs at least "
+            f"{min(ARGS_NEEDED[c] for c in arg_class)} argument(s) but max_args = {max_args}",
+        )
+    return {
+        "form": form,
+        "methods": methods,
+        "functions": functions,
+        "arg_class": arg_class,
+        "min_args": min_args,
+        "max_args": max_args,
+        "receiver": receiver,
+        "text": text,
+        "target_dtype_by_name": dict(match.get("target_dtype", {})),
+        "target_device_by_name": dict(match.get("target_device", {})),
+    }
+
+
+def _strings(path: Path, code: str, key: str, value: Any) -> list[str]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InputError(path, f"rule {code}: {key} must be a list of strings")
+    return list(value)
+
+
+def _globs(path: Path, code: str, key: str, value: Any) -> tuple[str, ...] | None:
+    """A list of globs, or None for "any"; `*` alone means any, so the key is dropped."""
+    if value is None:
+        return None
+    globs = _strings(path, code, f"match.{key}", value)
+    if not globs or not all(globs):
+        raise InputError(path, f"rule {code}: can never fire: match.{key} holds no pattern (or an empty one)")
+    return None if "*" in globs else tuple(dict.fromkeys(globs))
+
+
+def _classes(path: Path, code: str, key: str, value: Any, allowed: tuple[str, ...]) -> frozenset[str] | None:
+    if value is None:
+        return None
+    classes = _strings(path, code, f"match.{key}", value)
+    if not set(classes) <= set(allowed):
+        raise InputError(path, f"rule {code}: {key} values must be among {', '.join(allowed)}")
+    if not classes:
+        raise InputError(path, f"rule {code}: can never fire: match.{key} is empty")
+    return frozenset(classes)
+
+
+def _count(path: Path, code: str, key: str, value: Any) -> int | None:
+    if value is None and key == "max_args":
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InputError(path, f"rule {code}: match.{key} must be a whole number >= 0, not {value!r}")
+    return value
+
+
+def _example(path: Path, code: str, raw: Any) -> Example:
+    """`"source"`, or `{ expect = ["2:11 KT101"], code = "source" }`."""
+    if isinstance(raw, str):
+        return Example(raw)
+    if not isinstance(raw, dict) or not isinstance(raw.get("code"), str) or set(raw) - {"code", "expect"}:
+        raise InputError(
+            path, f'rule {code}: an invalid example is a string or {{ expect = [...], code = "..." }}'
+        )
+    expect = raw.get("expect")
+    if expect is None:
+        return Example(raw["code"])
+    findings = _strings(path, code, "an invalid example's expect", expect)
+    for finding in findings:
+        if not _EXPECT.match(finding):
+            raise InputError(
+                path, f'rule {code}: expected finding {finding!r} is not `line:col CODE` (e.g. "2:11 KT101")'
+            )
+    if not any(finding.split()[1] == code for finding in findings):
+        raise InputError(path, f"rule {code}: an invalid example must expect {code} itself, at its line:col")
+    return Example(raw["code"], tuple(findings))
