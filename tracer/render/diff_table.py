@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracer.formatting import format_change, format_count, format_duration, shorten_path
-from tracer.render.fit import Cell, Fitted, TableColumn, fitted_width, render_fitted
+from tracer.render.fit import Cell, Fitted, TableColumn, print_fitted, render_fitted
 
 CHANGE_STYLES = {"faster": "green", "vanished": "green", "slower": "red", "new": "dark_orange", "same": "dim"}
 
@@ -82,7 +82,7 @@ def print_diff(diff, top: int, console=None, *, wide: bool = False) -> None:  # 
     columns = diff_columns(diff, top)
     title = f"{basis} per origin, biggest change first"
     table = render_fitted(columns, None if wide else console.width, title=title)
-    console.print(table, width=max(fitted_width(columns, None), console.width) if wide else None)
+    print_fitted(console, table, columns, wide)
     if len(diff.origins) > top:
         console.print(f"({len(diff.origins) - top} more origins: --top N or --json)")
     for note in diff.notes:

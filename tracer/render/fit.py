@@ -186,3 +186,17 @@ def render_fitted(
 def fitted_width(columns: Sequence[TableColumn], width: int | None) -> int:
     """How wide the fitted table is (for printing a --wide table past the terminal's width)."""
     return table_width([w for _, w in fit_columns(columns, width)])
+
+
+def print_fitted(console, renderable, columns: Sequence[TableColumn] | None, wide: bool) -> None:
+    """Print `renderable` on `console`; with `wide`, on a console widened to the whole table (rich
+    never prints wider than its console), every line whole however wide."""
+    if not wide or columns is None:
+        console.print(renderable)
+        return
+    width = console.width
+    console.width = max(width, fitted_width(columns, None))
+    try:
+        console.print(renderable)
+    finally:
+        console.width = width

@@ -263,7 +263,8 @@ def render_report(
         f"<h1>kerneltrace: <code>{h(name)}</code></h1>"
         f'<p class="muted">{h(analysis.trace)}</p>'
         f"{_summary(analysis)}"
-        f"<h2>{h(hot_title(analysis).capitalize())} and where they come from ({h(shown)})</h2>"
+        f"<h2>{h(hot_title(analysis)[:1].upper() + hot_title(analysis)[1:])} and where they come from "
+        f"({h(shown)})</h2>"
         f"{_findings_table(analysis, findings)}"
         f"{graph_html}"
         f"<h2>Origins in detail</h2>{sections}"

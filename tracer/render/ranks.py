@@ -7,7 +7,7 @@ from pathlib import Path
 from tracer.explain.ranks import CombinedFinding, RankFigure, RankReport, finding_label, rank_labels
 from tracer.explain.ranks.consistency import steps_agree
 from tracer.formatting import format_count, format_duration, format_share
-from tracer.render.fit import Cell, Fitted, TableColumn, fitted_width, render_fitted
+from tracer.render.fit import Cell, Fitted, TableColumn, print_fitted, render_fitted
 from tracer.render.markdown import cell, code
 from tracer.render.table import safe
 
@@ -95,7 +95,7 @@ def print_rank_report(report: RankReport, console, top: int = 15, *, wide: bool 
     title = "combined (same kernel and origin across ranks)"
     width = None if wide else console.width
     table = render_fitted(columns, width, title=title)
-    console.print(table, width=max(fitted_width(columns, None), console.width) if wide else None)
+    print_fitted(console, table, columns, wide)
 
 
 def _shortened(where: str, width: int) -> str:

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from tracer.formatting import shorten_path
 from tracer.render.escape import strip_control
-from tracer.render.fit import Cell, Fitted, TableColumn, fitted_width, render_fitted
+from tracer.render.fit import Cell, Fitted, TableColumn, print_fitted, render_fitted
 
 CALL_TEXT = 70  # a site's call text, flattened to one line, is cut here even in a wide table
 
@@ -24,7 +24,7 @@ def one_line(text: str, limit: int) -> str:
 
 def _print(console: Console, columns: list[TableColumn], wide: bool, title: str) -> None:
     table = render_fitted(columns, None if wide else console.width, title=title)
-    console.print(table, width=max(fitted_width(columns, None), console.width) if wide else None)
+    print_fitted(console, table, columns, wide)
 
 
 def scan_columns(sites: Sequence[Any]) -> list[TableColumn]:  # sites: tracer.model.Site

@@ -22,7 +22,7 @@ from tracer.model.finding import Analysis, Finding
 from tracer.model.origin import AMBIGUOUS, EXACT, RANKED, RESOLVED
 from tracer.render.columns import Column, finding_columns, origin_head, origin_lines
 from tracer.render.escape import strip_control
-from tracer.render.fit import Cell, Fitted, TableColumn, fitted_width, render_fitted
+from tracer.render.fit import Cell, Fitted, TableColumn, print_fitted, render_fitted
 
 DETAILED = 3  # findings whose origin chain is spelled out below the table
 CHAIN_FRAMES = 4  # innermost user frames shown in a chain
@@ -210,8 +210,5 @@ def render_table(
 def print_table(analysis: Analysis, console: Console, top: int = 15, *, wide: bool = False) -> None:
     """The explain output on `console`, fitted to its width (``wide``: every column whole, however
     wide the table gets)."""
-    if wide:
-        needed = fitted_width(table_columns(analysis, top), None)
-        console.print(render_table(analysis, top, width=None), width=max(needed, console.width))
-        return
-    console.print(render_table(analysis, top, width=console.width))
+    columns = table_columns(analysis, top) if wide else None
+    print_fitted(console, render_table(analysis, top, width=None if wide else console.width), columns, wide)
