@@ -119,7 +119,7 @@ def command(
     Examples:
       kerneltrace profile --step-function examples.glm5_kv_cast.model.DecodeModel.decode_step \\
           --steps 3 -- python -m examples.glm5_kv_cast.run --preset cpu-small --steps 5
-      kerneltrace profile --scan mymodel/ -o trace.json.gz -- python train.py --epochs 1
+      kerneltrace profile --scan mymodel/ -o out/trace.json.gz -- python train.py --epochs 1
     """
     from tracer.instrument.plan import SiteSelection
     from tracer.instrument.runner import parse_command_line, run

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracer.formatting import (
+    cut_end,
     format_bandwidth,
     format_bytes,
     format_count,
     format_duration,
     format_origin,
     format_share,
+    shorten_path,
 )
 from tracer.model.finding import Analysis, Finding
 from tracer.model.origin import Origin
@@ -93,12 +95,15 @@ def origin_head(origin: Origin, width: int | None = None) -> str:
         head = (caller or innermost).label
         if caller is not None and innermost is not caller and innermost.file.startswith("<"):
             head += f" > {innermost.function}"
+    elif origin.replay:
+        head = "<CUDA graph replay>"
+    elif origin.before_trace:
+        head = origin.key
+    else:
+        head = " > ".join(origin.ops) or "<unknown>"
+    if width is None or len(head) <= width:
         return head
-    if origin.replay:
-        return "<CUDA graph replay>"
-    if origin.before_trace:
-        return origin.key
-    return " > ".join(origin.ops) or "<unknown>"
+    return cut_end(shorten_path(head, width), width)  # no line to keep whole: a context, cut to fit
 
 
 def origin_lines(finding: Finding) -> list[str]:

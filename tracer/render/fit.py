@@ -126,12 +126,23 @@ def fit_columns(columns: Sequence[TableColumn], width: int | None) -> list[tuple
         shown.remove(min(droppable, key=lambda c: c.drop))
     widths = {id(c): c.least for c in shown}
     spare = width - table_width(list(widths.values()))
+    # Nothing left to drop and still too wide (a very narrow terminal): flex columns give way below
+    # their least, the last to grow first; only here may a long `file:line` be cut.
+    for column in sorted((c for c in shown if c.flex is not None), key=lambda c: -c.grow):
+        if spare >= 0:
+            break
+        give = min(-spare, widths[id(column)] - 4)
+        if give > 0:
+            widths[id(column)] -= give
+            spare += give
     flexible = sorted((c for c in shown if c.flex is not None), key=lambda c: c.grow)
     for target in ("room", "want", "header", "natural"):
         for column in flexible if target != "header" else shown:
             if spare <= 0:
                 break
             goal = len(column.header) if target == "header" else getattr(column, target)
+            if target == "header" and goal - widths[id(column)] > spare:
+                continue  # a header is shown whole or in its narrow form, never half-widened
             add = min(spare, max(0, goal - widths[id(column)]))
             widths[id(column)] += add
             spare -= add

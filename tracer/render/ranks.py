@@ -99,9 +99,10 @@ def print_rank_report(report: RankReport, console, top: int = 15, *, wide: bool 
 
 
 def _shortened(where: str, width: int) -> str:
-    from tracer.formatting import shorten_path
+    """A ``file:line`` shortened from the left (never broken); a context without a line cut to fit."""
+    from tracer.formatting import cut_end, shorten_path
 
-    return shorten_path(where, width) if ":" in where else where
+    return shorten_path(where, width) if ":" in where and "/" in where else cut_end(where, width)
 
 
 def rank_report_markdown(report: RankReport, top: int = 15) -> str:

@@ -42,14 +42,14 @@ def scan_columns(sites: Sequence[Any]) -> list[TableColumn]:  # sites: tracer.mo
             ],
             flex="path",
             comfortable=30,
-            grow=0,
+            grow=1,
         ),
         TableColumn(
             "function",
             [Cell([site.function]) for site in sites],
             flex="middle",
             drop=2,
-            grow=1,
+            grow=0,
             comfortable=20,
         ),
         TableColumn(
