@@ -34,11 +34,17 @@ With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
   share, ranks [{rank, calls, total_ns, per_step_ns, per_call_ns,
   calls_per_step, share}]}],
   consistency [str], notes [str]}
-The table's columns show these finding fields: {columns}."""
+{columns}"""
 
 
 JSON_SHAPE = JSON_SHAPE.replace(
-    "{columns}", textwrap.fill(json_fields(), 76, subsequent_indent="  ", break_on_hyphens=False)
+    "{columns}",
+    textwrap.fill(
+        f"The table's columns show these finding fields: {json_fields()}.",
+        76,
+        subsequent_indent="  ",
+        break_on_hyphens=False,
+    ),
 )
 
 
