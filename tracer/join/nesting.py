@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tracer.join.columns import column, sorted_by_start, start_order
 from tracer.join.sweep import stack_tops
 from tracer.model.events import NONE, Cat, EventTable
+from tracer.model.threads import thread_numbers
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,9 +36,7 @@ def thread_lanes(table: EventTable, rows) -> np.ndarray | None:
     picked = np.asarray(rows, dtype=np.int64)
     if len(picked) == 0:
         return None
-    pairs = np.stack([column(table.pid)[picked], column(table.tid)[picked]], axis=1)
-    _, thread = np.unique(pairs, axis=0, return_inverse=True)
-    thread = thread.reshape(-1)
+    thread = thread_numbers(column(table.pid)[picked], column(table.tid)[picked])
     if thread.max() == 0:
         return None
     starts = column(table.ts_ns)[picked]

@@ -7,6 +7,7 @@ of unique values plus an index per row.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import sys
@@ -15,15 +16,18 @@ from array import array
 from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from tracer import progress
 from tracer.errors import InputError
 from tracer.load import source
 from tracer.load.chunks import EventChunks
 from tracer.load.columns import EventTableBuilder
 from tracer.load.fast import add_chunk
+from tracer.load.ranges import EventRange, RangePlan, read_range
 from tracer.load.window import WindowBounds
 from tracer.model.events import INT_COLUMNS
 
@@ -33,17 +37,18 @@ LOAD_WORKERS_ENV = "KERNELTRACE_LOAD_WORKERS"
 
 def worker_count(size_bytes: int) -> int:
     """How many processes to parse with: KERNELTRACE_LOAD_WORKERS (at most one per core and per
-    block of the trace), else 2 for big files unless every core is busy (then the workers' extra
+    block of the trace), else one per idle core for big files (the load average says how many are
+    busy; at least 2 on a machine of 2 or more unless every core is busy, when the workers' extra
     pickling makes the load slower, not faster)."""
     if multiprocessing.current_process().daemon:
         return 1  # a daemonic process (a multiprocessing.Pool worker) may not start processes
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
+    blocks = 1 + size_bytes // source.BLOCK_BYTES  # a worker parses whole blocks: no more than those
     configured = os.environ.get(LOAD_WORKERS_ENV)
     if configured is not None and configured.strip():
         text = configured.strip()
         if not (text.isascii() and text.isdigit() and 0 < len(text) < 6 and int(text) >= 1):
             raise InputError(LOAD_WORKERS_ENV, f"{configured!r} is not a number of processes (1 or more)")
-        blocks = 1 + size_bytes // source.BLOCK_BYTES  # a worker parses whole blocks: no more than those
         return max(1, min(int(text), cores, blocks))
     if size_bytes < PARALLEL_MIN_BYTES or cores < 2:
         return 1
@@ -51,7 +56,17 @@ def worker_count(size_bytes: int) -> int:
         busy = os.getloadavg()[0]
     except OSError:
         busy = 0.0
-    return 2 if busy < cores else 1
+    if busy >= cores:
+        return 1
+    return max(2, min(cores, blocks, math.ceil(cores - busy)))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (taskset, cgroup cpusets), else all of the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 @dataclass
@@ -127,6 +142,37 @@ def parse_in_workers(blocks: Iterable[bytes], builder: EventTableBuilder, worker
         for future in pending:
             first_index = merge(builder, future.result(), first_index)
     return chunks.top
+
+
+def parse_range(path: str, events: EventRange, bounds: WindowBounds | None = None) -> ChunkColumns:
+    """Worker side: read one byte range of the file itself, then parse it as `parse_chunk` does."""
+    return parse_chunk(read_range(path, events), bounds)
+
+
+def parse_ranges_in_workers(
+    path: Path, plan: RangePlan, builder: EventTableBuilder, workers: int
+) -> dict[str, Any]:
+    """Parse `plan`'s ranges in `workers` processes that read the file themselves (only the compact
+    columns come back through the pipe), merging them into `builder` in file order; then the tail."""
+    context = multiprocessing.get_context(_start_method())
+    pending: list[tuple[Future, EventRange]] = []
+    first_index = 0
+    name, what = str(path), f"reading {path.name}"
+    total = plan.ranges[-1].end if plan.ranges else 0
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        for events in plan.ranges:
+            pending.append((pool.submit(parse_range, name, events, builder.bounds), events))
+            # At most two ranges queued per worker: results wait small, in file order.
+            while len(pending) > 2 * workers:
+                future, merged = pending.pop(0)
+                first_index = merge(builder, future.result(), first_index)
+                progress.report(what, merged.end, total)
+        for future, merged in pending:
+            first_index = merge(builder, future.result(), first_index)
+            progress.report(what, merged.end, total)
+    if plan.tail is not None:
+        add_chunk(builder, plan.tail, first_index)
+    return plan.top
 
 
 def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> int:
