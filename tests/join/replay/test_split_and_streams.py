@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.replay.conftest import HERE, kernel_fits_op, marked_line
+from tests.join.replay.conftest import HERE, kernel_fits_op, marked_line
 from tracer.api import explain_trace
 from tracer.cli import main
 from tracer.join import attribute, sites_for_trace

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.replay.conftest import kernel_fits_op, marked_line, read_raw
+from tests.join.replay.conftest import kernel_fits_op, marked_line, read_raw
 from tracer.cli import main
 from tracer.join import attribute, sites_for_trace
 from tracer.join.replay.attribute import attribute_replays
