@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from bench_explain import SOURCE, SOURCE_ROOT, build_large_trace  # noqa: E402
+from bench_explain import SOURCE, SOURCE_ROOT, build_large_trace
 
 CORES = (1, 2, 4, 8, 16)
 
@@ -171,18 +171,24 @@ def main() -> None:
         if args.trace is None and (not trace.exists() or trace.stat().st_size < args.size_mb * 1e6):
             t0 = time.perf_counter()
             built = build_large_trace(SOURCE, trace, args.size_mb)
-            print(f"built {trace.name}: {built['bytes'] / 1e6:.0f} MB, {built['events']:,} events "
-                  f"in {time.perf_counter() - t0:.0f} s")
+            print(
+                f"built {trace.name}: {built['bytes'] / 1e6:.0f} MB, {built['events']:,} events "
+                f"in {time.perf_counter() - t0:.0f} s"
+            )
         trees = {"new": REPO}
         if not args.no_baseline:
             trees["old"] = args.baseline_tree or baseline_tree(args.baseline_ref, Path(tmp) / "baseline")
         size_mb = trace.stat().st_size / 1e6
-        print(f"trace {trace} ({size_mb:.0f} MB); {available} cores available, "
-              f"load average {os.getloadavg()[0]:.1f}; --source {'set' if SOURCE_ROOT.is_dir() else 'absent'}")
+        print(
+            f"trace {trace} ({size_mb:.0f} MB); {available} cores available, "
+            f"load average {os.getloadavg()[0]:.1f}; --source {'set' if SOURCE_ROOT.is_dir() else 'absent'}"
+        )
         results: dict[tuple[str, int], dict] = {}
         for cores in counts:
             for name, tree in trees.items():
-                results[name, cores] = best_of(args.repeat, tree, trace, cores, Path(tmp) / f"{name}{cores}.json")
+                results[name, cores] = best_of(
+                    args.repeat, tree, trace, cores, Path(tmp) / f"{name}{cores}.json"
+                )
                 row = results[name, cores]
                 shown = "error" if "error" in row else f"{row['wall_s']:.2f} s"
                 print(f"  ran {name} code on {cores} cores: {shown}", flush=True)
@@ -190,8 +196,15 @@ def main() -> None:
 
 
 def report(results: dict, counts: list[int], size_mb: float, with_baseline: bool) -> None:
-    print(f"\n{'cores':>5} {'new s':>7} {'new MB/s':>9} {'vs 1 core':>9} {'peak/trace':>10} {'cpu s':>6}", end="")
-    print(f" {'old s':>7} {'old MB/s':>9} {'new/old':>8} {'old peak/trace':>14} {'cpu s':>6}" if with_baseline else "")
+    print(
+        f"\n{'cores':>5} {'new s':>7} {'new MB/s':>9} {'vs 1 core':>9} {'peak/trace':>10} {'cpu s':>6}",
+        end="",
+    )
+    print(
+        f" {'old s':>7} {'old MB/s':>9} {'new/old':>8} {'old peak/trace':>14} {'cpu s':>6}"
+        if with_baseline
+        else ""
+    )
     one = results.get(("new", counts[0]), {}) if counts else {}
     digests = set()
     for cores in counts:
@@ -201,19 +214,25 @@ def report(results: dict, counts: list[int], size_mb: float, with_baseline: bool
             continue
         digests |= new["digests"]
         scale = one["wall_s"] / new["wall_s"] if "wall_s" in one else float("nan")
-        line = (f"{cores:>5} {new['wall_s']:7.2f} {size_mb / new['wall_s']:9.1f} {scale:8.2f}x "
-                f"{new['peak_bytes'] / 1e6 / size_mb:10.2f} {new['cpu_s']:6.1f}")
+        line = (
+            f"{cores:>5} {new['wall_s']:7.2f} {size_mb / new['wall_s']:9.1f} {scale:8.2f}x "
+            f"{new['peak_bytes'] / 1e6 / size_mb:10.2f} {new['cpu_s']:6.1f}"
+        )
         if with_baseline and "wall_s" in old:
             digests |= old["digests"]
-            line += (f" {old['wall_s']:7.2f} {size_mb / old['wall_s']:9.1f} {old['wall_s'] / new['wall_s']:7.2f}x"
-                     f" {old['peak_bytes'] / 1e6 / size_mb:14.2f} {old['cpu_s']:6.1f}")
+            line += (
+                f" {old['wall_s']:7.2f} {size_mb / old['wall_s']:9.1f} {old['wall_s'] / new['wall_s']:7.2f}x"
+                f" {old['peak_bytes'] / 1e6 / size_mb:14.2f} {old['cpu_s']:6.1f}"
+            )
         elif with_baseline:
             line += f"  old code failed: {old.get('error', '?')}"
         print(line)
     same = "yes" if len(digests) == 1 else f"NO ({len(digests)} different outputs)"
     print(f"\nexplain --json output identical in every run (new and old, every core count): {same}")
-    print("MB/s: trace MB / wall seconds of the whole `python -m tracer explain` process; peak: summed PSS "
-          "of it and its workers; cpu s: their user + system CPU seconds (what a busy machine inflates least)")
+    print(
+        "MB/s: trace MB / wall seconds of the whole `python -m tracer explain` process; peak: summed PSS "
+        "of it and its workers; cpu s: their user + system CPU seconds (what a busy machine inflates least)"
+    )
     print(f"load average now {os.getloadavg()[0]:.1f} (a figure above 0.5 means other work shared the cores)")
 
 

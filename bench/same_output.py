@@ -102,8 +102,10 @@ def main() -> None:
         for trace in bad[:20]:
             print(f"  differs: {trace}")
     exits = {code for code, _ in reference.values()}
-    print(f"(exit codes seen: {sorted(exits)}; digest of all: "
-          f"{hashlib.sha256(json.dumps(sorted(reference.items())).encode()).hexdigest()[:12]})")
+    print(
+        f"(exit codes seen: {sorted(exits)}; digest of all: "
+        f"{hashlib.sha256(json.dumps(sorted(reference.items())).encode()).hexdigest()[:12]})"
+    )
     sys.exit(1 if differ else 0)
 
 

@@ -9,6 +9,7 @@ range size, so no event byte passes through the parent or a pipe. A range read b
 
 from __future__ import annotations
 
+import itertools
 import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -76,7 +77,7 @@ def plan_ranges(path: Path, range_bytes: int | None = None) -> RangePlan | None:
             position = cut + size
         cuts.append(last)
         skip = len(indent) - 1  # from a boundary to the whitespace byte before its "{"
-        ranges = [EventRange(a + skip, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+        ranges = [EventRange(a + skip, b) for a, b in itertools.pairwise(cuts) if b > a]
         if any(r.end - r.start > MAX_CHUNK_BYTES for r in ranges):
             raise Unchunkable("an event, or the space between two, is longer than a chunk may be")
         tail, top = _tail(view[last + skip :], header)

@@ -91,7 +91,9 @@ def test_keys_after_the_events_and_tiny_traces(
     kernel = next(e for e in events if e.get("cat") == "kernel")
     for body in ([kernel], []):
         tiny = tmp_path / f"tiny{len(body)}.json"
-        tiny.write_bytes(b'{"traceEvents": [\n' + b",\n".join(b"  " + orjson.dumps(e) for e in body) + b"\n]}")
+        tiny.write_bytes(
+            b'{"traceEvents": [\n' + b",\n".join(b"  " + orjson.dumps(e) for e in body) + b"\n]}"
+        )
         outcomes = []
         for workers in (1, 2):
             try:
