@@ -154,9 +154,17 @@ def child_main(name: str, path: str) -> None:
     gc.collect()
     result = CONTENDERS[name](Path(path))
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    # Worker processes (the parallel loader) count too: at most 2 run at once, each below this.
+    # Worker processes (the parallel loader) count too: as many run at once as the loader starts,
+    # each below this (an overestimate: forked workers share the parent's pages; bench_scaling.py
+    # sums PSS instead).
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    result["peak_rss_bytes"] = own + 2 * workers
+    if name == "kerneltrace":
+        from tracer.load.parallel import worker_count
+
+        result["load_workers"] = count = worker_count(Path(path).stat().st_size)
+    else:
+        count = 2 if workers else 0
+    result["peak_rss_bytes"] = own + count * workers
     result["worker_rss_bytes"] = workers
     print("RESULT " + json.dumps(result))
 
@@ -210,7 +218,7 @@ def main() -> None:
         size_mb = trace.stat().st_size / 1e6
         busy_before = os.getloadavg()[0]
         results = {
-            # Default: parses in 2 processes when a core is idle, else in 1.
+            # Default: one load worker per idle core (at least 2 when a core is idle), else 1.
             "kerneltrace": measure("kerneltrace", trace),
             "kerneltrace-1": measure("kerneltrace", trace, KERNELTRACE_LOAD_WORKERS="1"),
             "kerneltrace-2": measure("kerneltrace", trace, KERNELTRACE_LOAD_WORKERS="2"),

@@ -74,6 +74,16 @@ def _pss_bytes(pid: int) -> int:
     return 0
 
 
+def _own_cpu_s(pid: int) -> float:
+    """utime + stime of `pid` alone (fields 14 and 15 of /proc/PID/stat, after the command name)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def tree_pss(root: int) -> int:
     total, stack = 0, [root]
     while stack:
@@ -88,6 +98,7 @@ class PeakMemory:
 
     def __init__(self, pid: int, every_s: float = 0.02) -> None:
         self.peak = 0
+        self.own_cpu_s = 0.0  # the process's own CPU seconds (not its workers'), at the last sample
         self._pid, self._every = pid, every_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -96,6 +107,7 @@ class PeakMemory:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.peak = max(self.peak, tree_pss(self._pid))
+            self.own_cpu_s = max(self.own_cpu_s, _own_cpu_s(self._pid))
             self._stop.wait(self._every)
 
     def stop(self) -> int:
@@ -135,7 +147,13 @@ def run_explain(tree: Path, trace: Path, cores: int, out: Path) -> dict:
     if proc.returncode != 0:
         return {"error": f"exit {proc.returncode}: {stderr.decode(errors='replace').strip()[-300:]}"}
     digest = hashlib.sha256(out.read_bytes()).hexdigest()
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_bytes": peak, "digest": digest}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "parent_cpu_s": memory.own_cpu_s,
+        "peak_bytes": peak,
+        "digest": digest,
+    }
 
 
 def best_of(repeat: int, tree: Path, trace: Path, cores: int, out: Path) -> dict:
@@ -146,6 +164,7 @@ def best_of(repeat: int, tree: Path, trace: Path, cores: int, out: Path) -> dict
     best = min(good, key=lambda r: r["wall_s"])
     best["peak_bytes"] = max(r["peak_bytes"] for r in good)
     best["cpu_s"] = min(r["cpu_s"] for r in good)
+    best["parent_cpu_s"] = min(r["parent_cpu_s"] for r in good)
     best["digests"] = {r["digest"] for r in good}
     return best
 
@@ -167,7 +186,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kt-scaling-") as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        trace = args.trace or folder / "big_trace.json"
+        trace = (args.trace or folder / "big_trace.json").resolve()
         if args.trace is None and (not trace.exists() or trace.stat().st_size < args.size_mb * 1e6):
             t0 = time.perf_counter()
             built = build_large_trace(SOURCE, trace, args.size_mb)
@@ -196,44 +215,46 @@ def main() -> None:
 
 
 def report(results: dict, counts: list[int], size_mb: float, with_baseline: bool) -> None:
-    print(
-        f"\n{'cores':>5} {'new s':>7} {'new MB/s':>9} {'vs 1 core':>9} {'peak/trace':>10} {'cpu s':>6}",
-        end="",
-    )
-    print(
-        f" {'old s':>7} {'old MB/s':>9} {'new/old':>8} {'old peak/trace':>14} {'cpu s':>6}"
-        if with_baseline
-        else ""
-    )
+    columns = ["cores", "s", "MB/s", "vs 1 core", "peak/trace", "cpu s", "serial s"]
+    if with_baseline:
+        columns += ["old s", "old MB/s", "new/old", "old peak", "old cpu", "old serial"]
+    print("\n" + " ".join(f"{c:>10}" for c in columns))
     one = results.get(("new", counts[0]), {}) if counts else {}
-    digests = set()
+    digests: set[str] = set()
     for cores in counts:
         new, old = results["new", cores], results.get(("old", cores), {})
         if "error" in new:
-            print(f"{cores:>5} new code failed: {new['error']}")
+            print(f"{cores:>10} new code failed: {new['error']}")
             continue
         digests |= new["digests"]
-        scale = one["wall_s"] / new["wall_s"] if "wall_s" in one else float("nan")
-        line = (
-            f"{cores:>5} {new['wall_s']:7.2f} {size_mb / new['wall_s']:9.1f} {scale:8.2f}x "
-            f"{new['peak_bytes'] / 1e6 / size_mb:10.2f} {new['cpu_s']:6.1f}"
-        )
+        cells = [str(cores), *_cells(new, size_mb)]
+        cells.insert(3, f"{one['wall_s'] / new['wall_s']:.2f}x" if "wall_s" in one else "")
         if with_baseline and "wall_s" in old:
             digests |= old["digests"]
-            line += (
-                f" {old['wall_s']:7.2f} {size_mb / old['wall_s']:9.1f} {old['wall_s'] / new['wall_s']:7.2f}x"
-                f" {old['peak_bytes'] / 1e6 / size_mb:14.2f} {old['cpu_s']:6.1f}"
-            )
+            old_cells = _cells(old, size_mb)
+            cells += [*old_cells[:2], f"{old['wall_s'] / new['wall_s']:.2f}x", *old_cells[2:]]
         elif with_baseline:
-            line += f"  old code failed: {old.get('error', '?')}"
-        print(line)
+            cells.append(f"old code failed: {old.get('error', '?')}")
+        print(" ".join(f"{c:>10}" for c in cells))
     same = "yes" if len(digests) == 1 else f"NO ({len(digests)} different outputs)"
     print(f"\nexplain --json output identical in every run (new and old, every core count): {same}")
     print(
-        "MB/s: trace MB / wall seconds of the whole `python -m tracer explain` process; peak: summed PSS "
-        "of it and its workers; cpu s: their user + system CPU seconds (what a busy machine inflates least)"
+        "s, MB/s: wall seconds of the whole `python -m tracer explain` process (interpreter start "
+        "included) and trace MB per second; peak: summed PSS of it and its workers / trace size; "
+        "cpu s: their user + system CPU seconds; serial s: the main process's own CPU seconds (the part "
+        "more cores do not shorten)"
     )
-    print(f"load average now {os.getloadavg()[0]:.1f} (a figure above 0.5 means other work shared the cores)")
+    print(f"load average now {os.getloadavg()[0]:.1f} (above ~0.5: other work shared the cores)")
+
+
+def _cells(run: dict, size_mb: float) -> list[str]:
+    return [
+        f"{run['wall_s']:.2f}",
+        f"{size_mb / run['wall_s']:.1f}",
+        f"{run['peak_bytes'] / 1e6 / size_mb:.2f}",
+        f"{run['cpu_s']:.1f}",
+        f"{run['parent_cpu_s']:.1f}",
+    ]
 
 
 if __name__ == "__main__":

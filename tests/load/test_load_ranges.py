@@ -13,7 +13,7 @@ import tracer.load.parallel
 import tracer.load.ranges
 from tracer.errors import InputError
 from tracer.load import load_trace
-from tracer.load.ranges import plan_ranges, read_range
+from tracer.load.ranges import plan_ranges, range_bytes, read_range
 
 TRACES = ("hf_llama_generate_stack.json.gz", "hf_deepseekv3_generate_stack.json.gz")
 
@@ -22,6 +22,7 @@ TRACES = ("hf_llama_generate_stack.json.gz", "hf_deepseekv3_generate_stack.json.
 def ranges_used(monkeypatch) -> list[int]:
     """Small ranges (hundreds per trace), and a record of how many each ranged load parsed."""
     monkeypatch.setattr(tracer.load.ranges, "RANGE_BYTES", 64 << 10)
+    monkeypatch.setattr(tracer.load.ranges, "MIN_RANGE_BYTES", 64 << 10)
     used: list[int] = []
     original = tracer.load.parallel.parse_ranges_in_workers
 
@@ -110,6 +111,7 @@ def test_truncated_plain_trace_fails_alike(tmp_path: Path, shared_gpu_traces: Pa
     messages = []
     for workers in (1, 2):
         monkeypatch.setattr(tracer.load.ranges, "RANGE_BYTES", 64 << 10)
+        monkeypatch.setattr(tracer.load.ranges, "MIN_RANGE_BYTES", 64 << 10)
         with pytest.raises(InputError) as err:
             _load(path, workers, monkeypatch)
         messages.append(str(err.value))
@@ -132,3 +134,12 @@ def test_explain_json_is_the_same_at_1_and_3_workers(
         outputs.append(result.output)
     assert ranges_used
     assert outputs[0] == outputs[1]
+
+
+def test_many_workers_get_smaller_ranges() -> None:
+    """Workers' parse buffers together stay a bounded share of the trace: more workers, smaller ranges."""
+    size = 535 << 20
+    sizes = [range_bytes(size, workers) for workers in (1, 2, 4, 8, 16, 64)]
+    assert sizes == sorted(sizes, reverse=True)
+    assert sizes[1] == tracer.load.ranges.RANGE_BYTES and sizes[-1] == tracer.load.ranges.MIN_RANGE_BYTES
+    assert 16 * sizes[4] * tracer.load.ranges.PARSE_PER_RANGE_BYTE <= size * tracer.load.ranges.WORKERS_SHARE

@@ -17,7 +17,7 @@ from tracer.load.fast import add_chunk
 from tracer.load.memory import check_memory, json_size, streaming_limit, way_forward, whole_parse_limit
 from tracer.load.meta import trace_meta
 from tracer.load.parallel import parse_in_workers, parse_ranges_in_workers, worker_count
-from tracer.load.ranges import RangePlan, plan_ranges
+from tracer.load.ranges import RangePlan, plan_ranges, range_bytes
 from tracer.load.source import check_readable, is_gzip, read_all, read_blocks
 from tracer.load.window import TraceWindow, resolve_window
 from tracer.model.events import INT_COLUMNS, Cat, EventTable, Trace
@@ -63,7 +63,7 @@ def _load(path: Path, window: TraceWindow | None) -> Trace:
         builder = EventTableBuilder(bounds)
         try:
             workers = worker_count(int(size * bounds.share) if bounds else size)
-            plan = _range_plan(path, size, limit) if workers > 1 else None
+            plan = _range_plan(path, size, limit, workers) if workers > 1 else None
             blocks = read_blocks(path, notes, max_bytes=limit, why="this machine's memory")
             if plan is not None:
                 top = parse_ranges_in_workers(path, plan, builder, workers)
@@ -85,12 +85,12 @@ def _load(path: Path, window: TraceWindow | None) -> Trace:
     return trace
 
 
-def _range_plan(path: Path, size: int, limit: int | None) -> RangePlan | None:
+def _range_plan(path: Path, size: int, limit: int | None, workers: int) -> RangePlan | None:
     """Byte ranges for workers that read the file themselves: plain JSON only (gzip must stream
     through one inflater), named as such, and within the memory limit (else the stream says why)."""
     if path.suffix == ".gz" or is_gzip(path) or (limit is not None and size > limit):
         return None
-    return plan_ranges(path)
+    return plan_ranges(path, range_bytes(size, workers))
 
 
 def _parse_whole(path: Path, builder: EventTableBuilder, notes: list[str]) -> dict[str, Any]:

@@ -224,6 +224,13 @@ class EventTableBuilder:
             shared = self._args[key] = kept
         return shared
 
+    def intern_args_json(self, key: bytes) -> dict[str, Any]:
+        """`intern_args` of args that arrive as their JSON `key` (from a worker): parsed only when new."""
+        shared = self._args.get(key)
+        if shared is None:
+            shared = self._args[key] = orjson.loads(key)
+        return shared
+
     def intern_name(self, raw_name: Any) -> str:
         # A name that is not a string (a number, or a nested list whose str() could recurse without
         # bound) is shown as text only when it is a plain scalar.

@@ -189,7 +189,7 @@ def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> 
             column.frombytes(chunk.ints[name])
     names = [builder.intern_name(n) for n in chunk.names]
     table.name.extend(map(names.__getitem__, _ints(chunk.name_index)))
-    args = [None] + [builder.intern_args(orjson.loads(a), a) for a in chunk.args]
+    args = [None, *map(builder.intern_args_json, chunk.args)]
     table.args.extend(map(args.__getitem__, _ints(chunk.args_index)))
     builder.fwdbwd_points.extend(chunk.fwdbwd_points)
     builder.string_ids.update(chunk.string_ids)
