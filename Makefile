@@ -48,6 +48,7 @@ bench: setup
 	$(PIP) install -q -e '.[bench]'
 	$(PYTHON) bench/bench_scan.py
 	$(PYTHON) bench/bench_explain.py
+	$(PYTHON) bench/bench_scaling.py
 	$(PYTHON) bench/bench_overhead.py
 
 clean:

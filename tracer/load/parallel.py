@@ -1,8 +1,9 @@
 """Parse a big trace's chunks in worker processes: each returns compact columns, the parent merges.
 
-A worker does the expensive part (orjson parse + the per-event loop) and sends back what the
+A worker does the expensive part (the JSON parse + the per-event work) and sends back what the
 parent can append at C speed: numeric columns as raw array bytes, names and args as small tables
-of unique values plus an index per row.
+of unique values plus an index per row. For a plain JSON file the workers read their byte ranges
+themselves (`tracer.load.ranges`); a gzip stream is inflated by the parent and sent chunk by chunk.
 """
 
 from __future__ import annotations
@@ -188,9 +189,9 @@ def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> 
         else:
             column.frombytes(chunk.ints[name])
     names = [builder.intern_name(n) for n in chunk.names]
-    table.name.extend(map(names.__getitem__, _ints(chunk.name_index)))
+    table.name.extend(_pick(names, chunk.name_index))
     args = [None, *map(builder.intern_args_json, chunk.args)]
-    table.args.extend(map(args.__getitem__, _ints(chunk.args_index)))
+    table.args.extend(_pick(args, chunk.args_index))
     builder.fwdbwd_points.extend(chunk.fwdbwd_points)
     builder.string_ids.update(chunk.string_ids)
     builder.skipped_no_ts += chunk.skipped_no_ts
@@ -201,10 +202,13 @@ def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> 
     return first_index + chunk.events
 
 
-def _ints(raw: bytes) -> array:
-    values = array("i")
-    values.frombytes(raw)
-    return values
+def _pick(values: list[Any], index: bytes) -> list[Any]:
+    """``[values[i] for i in index]`` (an array("i") as bytes) by numpy's object take: ~2x `map`."""
+    import numpy as np
+
+    table = np.empty(len(values), dtype=object)
+    table[:] = values
+    return table[np.frombuffer(index, dtype=np.int32)].tolist()
 
 
 def _start_method() -> str:
