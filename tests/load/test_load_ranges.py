@@ -143,3 +143,20 @@ def test_many_workers_get_smaller_ranges() -> None:
     assert sizes == sorted(sizes, reverse=True)
     assert sizes[1] == tracer.load.ranges.RANGE_BYTES and sizes[-1] == tracer.load.ranges.MIN_RANGE_BYTES
     assert 16 * sizes[4] * tracer.load.ranges.PARSE_PER_RANGE_BYTE <= size * tracer.load.ranges.WORKERS_SHARE
+
+
+def test_a_window_loads_alike_in_ranges(
+    tmp_path: Path, shared_gpu_traces: Path, monkeypatch, ranges_used
+) -> None:
+    """--window/--steps drop events while parsing: the range workers drop the same ones."""
+    from tracer.load import TraceWindow
+
+    path = _plain(tmp_path, shared_gpu_traces, TRACES[0])
+    window = TraceWindow.parse(window="200:900")
+    monkeypatch.setenv("KERNELTRACE_LOAD_WORKERS", "1")
+    alone = load_trace(path, window)
+    monkeypatch.setenv("KERNELTRACE_LOAD_WORKERS", "3")
+    shared = load_trace(path, window)
+    assert ranges_used
+    assert 0 < len(shared.events) < len(load_trace(path).events)
+    assert shared.events == alone.events and shared.notes == alone.notes
