@@ -120,7 +120,8 @@ class PeakMemory:
 
 
 def run_explain(tree: Path, trace: Path, cores: int, out: Path) -> dict:
-    """`explain TRACE --json` with `tree`'s code on `cores` cores: wall seconds, peak PSS, output digest."""
+    """`explain TRACE --json` with `tree`'s code on `cores` cores: wall seconds, peak PSS, output digest.
+    Every run starts in the folder of `out` (the same for both trees)."""
     cpus = sorted(os.sched_getaffinity(0))[:cores]
     env = dict(os.environ, PYTHONPATH=str(tree), KERNELTRACE_LOAD_WORKERS=str(cores))
     env.pop("KERNELTRACE_MEMORY_LIMIT", None)
@@ -134,7 +135,7 @@ def run_explain(tree: Path, trace: Path, cores: int, out: Path) -> dict:
             stdout=sink,
             stderr=errors,
             env=env,
-            cwd=tree,
+            cwd=out.parent,
             preexec_fn=lambda: os.sched_setaffinity(0, cpus),
         )
         memory = PeakMemory(proc.pid)

@@ -55,7 +55,9 @@ def baseline_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def digests(tree: Path, jobs: list[list[str]], workers: int) -> dict[str, tuple[int, str]]:
+def digests(tree: Path, jobs: list[list[str]], workers: int, cwd: Path) -> dict[str, tuple[int, str]]:
+    """Each job's exit code and output digest with `tree`'s code, run from `cwd` (the same for every
+    tree: what explain finds beside the working directory, caches and logs, must not differ)."""
     env = dict(os.environ, PYTHONPATH=str(tree), KERNELTRACE_LOAD_WORKERS=str(workers))
     env.pop("KERNELTRACE_MEMORY_LIMIT", None)
     proc = subprocess.run(
@@ -64,7 +66,7 @@ def digests(tree: Path, jobs: list[list[str]], workers: int) -> dict[str, tuple[
         capture_output=True,
         text=True,
         env=env,
-        cwd=tree,
+        cwd=cwd,
         check=True,
     )
     out = {}
@@ -87,11 +89,13 @@ def main() -> None:
     source = ["--source", str(SOURCE_ROOT)] if SOURCE_ROOT.is_dir() else []
     jobs = [[str(t), *(source if t.stat().st_size > 50e6 else [])] for t in traces]
     with tempfile.TemporaryDirectory(prefix="kt-same-") as tmp:
-        old = args.baseline_tree or baseline_tree(args.ref, Path(tmp))
+        old = args.baseline_tree or baseline_tree(args.ref, Path(tmp) / "baseline")
+        cwd = Path(tmp) / "cwd"
+        cwd.mkdir()
         runs = {
-            "baseline, 1 worker": digests(old, jobs, 1),
-            "this tree, 1 worker": digests(REPO, jobs, 1),
-            f"this tree, {args.workers} workers": digests(REPO, jobs, args.workers),
+            "baseline, 1 worker": digests(old, jobs, 1, cwd),
+            "this tree, 1 worker": digests(REPO, jobs, 1, cwd),
+            f"this tree, {args.workers} workers": digests(REPO, jobs, args.workers, cwd),
         }
     reference = runs["baseline, 1 worker"]
     differ = 0
