@@ -19,6 +19,7 @@ from typing import Any
 
 from tracer.errors import InputError
 from tracer.instrument.functions import FunctionRanges
+from tracer.instrument.inductor import ProvenanceRecording, keep_beside, record_provenance
 from tracer.instrument.patch import InstrumentationReport, SiteInstrumentation
 from tracer.instrument.plan import ALL_SITES, SitePlan, SiteSelection
 from tracer.model.finding import Analysis
@@ -46,6 +47,7 @@ class ProfileSession:
         explain: bool = True,
         console: Any = None,
         layers: int | None = None,
+        inductor_provenance: bool = True,
     ) -> None:
         if steps is not None and steps < 1:
             raise InputError("--steps", f"must be at least 1 (got {steps})")
@@ -66,6 +68,8 @@ class ProfileSession:
         self.explain = explain
         self.console = console
         self.layers = layers
+        self.inductor_provenance = inductor_provenance  # torch.compile'd code: record where kernels come from
+        self._provenance: ProvenanceRecording | None = None
         self.steps_taken = 0
         self.trace_written = False
         self.analysis: Analysis | None = None
@@ -79,6 +83,8 @@ class ProfileSession:
 
     # -- the run ----------------------------------------------------------------------------------
     def __enter__(self) -> ProfileSession:
+        if self.inductor_provenance:  # before the code compiles: Inductor records its kernels' origins
+            self._provenance = record_provenance()
         import torch
         from torch.profiler import ProfilerActivity, schedule
 
@@ -125,6 +131,8 @@ class ProfileSession:
         finally:
             self._profiler = None
             self._undo()
+            if self._provenance is not None:
+                self._provenance.close()
         if exc_type is not None:
             return
         if not self.trace_written:
@@ -146,6 +154,8 @@ class ProfileSession:
             return
         profiler.export_chrome_trace(str(self.out))
         self.trace_written = True
+        if self._provenance is not None:  # compiled code's provenance, kept beside the trace
+            keep_beside(self.out, self._provenance)
 
     # -- the answer -------------------------------------------------------------------------------
     def explain_now(self, print_table: bool = True) -> Analysis | None:

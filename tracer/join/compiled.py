@@ -22,10 +22,11 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import replace
+from pathlib import Path
 
 from tracer.join.calls import CallOrder, call_from_line
 from tracer.join.frame_names import frame_names
-from tracer.join.frames import is_user_frame, parse_frame
+from tracer.join.frames import is_library_file, is_user_frame, parse_frame
 from tracer.join.fused_lines import FusedLines, launch_origin, region_evidence, short_name
 from tracer.join.locate import CallLocator
 from tracer.join.source_lines import SourceLines
@@ -37,6 +38,8 @@ from tracer.model.origin import CompiledRegion, Frame, Origin
 
 COMPILED_GRAPH_RANGE = re.compile(r"^## Call CompiledFxGraph (\w+) ##$")
 _REGION_OP = re.compile(r"^Torch-Compiled Region: (\S+)")
+_OWN_PACKAGE = str(Path(__file__).resolve().parents[1]).replace("\\", "/") + "/"
+_PLUMBING_OPS = ("Torch-Compiled Region", "CompiledFunction", "TorchDynamo", "AOTDispatcher", "Pregraph")
 _CPP_OP = re.compile(r"^graph_\d+_(cpp_\w+)$")  # C++ kernels, with cpp.enable_kernel_profile
 INPUT_COPY = 0.9  # a CUDA-graph input copy, put on the line that called the region
 MISCOUNTED = 0.7
@@ -56,6 +59,7 @@ class CompiledKernels:
         self._calls: CallOrder | None = None
         self._ops_by_name: dict[str, list[int]] | None = None
         self._spans: dict[tuple[int, str], list[int]] = {}
+        self._from_trace: dict[str, CompiledGraph | None] = {}
 
     @property
     def sources(self) -> CompiledSources:
@@ -104,30 +108,26 @@ class CompiledKernels:
                 compiled=region,
                 evidence=(f"replayed from a CUDA graph of {where} ({table.name[anchor]})", *region_evidence(region)),
             )  # fmt: skip
-        if graph is None:
-            why = (
-                f"launched by {where}; no record of that graph found (no structured trace or generated "
-                "module beside the trace, and the module is not on this machine)"
-            )
-            return replace(base, compiled=region, evidence=(why, *region_evidence(region)))
-        launch_op = self._launch_op(join, anchor, graph)
-        if launch_op == NONE:
-            if _copies_graph_inputs(base) and region.call_line is not None:
-                return replace(
-                    base,
-                    file=region.call_file,
-                    line=region.call_line,
-                    source=region.call_source,
-                    confidence=INPUT_COPY,
-                    compiled=region,
-                    evidence=(
-                        (
-                            "CUDA graph trees copied the inputs of the compiled region into its graph's static "
-                            "buffers: the inputs come from the line that called the region"
-                        ),
-                        *region_evidence(region),
+        if _copies_graph_inputs(base) and region.call_line is not None:
+            return replace(
+                base,
+                file=region.call_file,
+                line=region.call_line,
+                source=region.call_source,
+                confidence=INPUT_COPY,
+                compiled=region,
+                evidence=(
+                    (
+                        "CUDA graph trees copied the inputs of the compiled region into its graph's static "
+                        "buffers: the inputs come from the line that called the region"
                     ),
-                )
+                    *region_evidence(region),
+                ),
+            )
+        if graph is None:
+            graph = self._graph_from_trace(join, span, region.graph)
+        launch_op = self._launch_op(join, anchor, graph) if graph is not None else NONE
+        if graph is None or launch_op == NONE:
             why = f"launched by {where}, by none of the launches its code makes"
             return replace(base, compiled=region, evidence=(why, *region_evidence(region)))
         name = op_launch_name(table.name[launch_op])
@@ -169,6 +169,37 @@ class CompiledKernels:
             cur = join.op_parents[cur]
         return None, NONE
 
+    def _graph_from_trace(self, join, span: int, module: str) -> CompiledGraph | None:
+        """No record of the graph: its launches as one run of ``call`` shows them (the ops run directly
+        in it, in order), named by their kernels (a Triton kernel's own op, ``aten::mm``)."""
+        if module in self._from_trace or span == NONE:
+            return self._from_trace.get(module)
+        table = join.table
+        launches = []
+        for row in self._ops_in(join, span):
+            parent = join.op_parents[row]
+            while parent != NONE and table.cat[parent] != Cat.CPU_OP:
+                parent = join.op_parents[parent]
+            if parent != NONE and not table.name[parent].startswith(_PLUMBING_OPS):
+                continue  # inside another launch
+            name = op_launch_name(table.name[row])
+            if name.startswith(_PLUMBING_OPS):
+                continue
+            kernel = f"extern_kernels.{name[6:]}" if name.startswith("aten::") else name
+            launches.append(GraphLaunch(kernel=kernel, op_name=name))
+        graph = CompiledGraph(module=module, launches=tuple(launches), read_from="this trace's run of `call`")
+        self._from_trace[module] = graph if launches else None
+        return self._from_trace[module]
+
+    def _ops_in(self, join, span: int) -> list[int]:
+        """The CPU ops on the span row's thread inside its span, by start."""
+        table = join.table
+        thread = (table.pid[span], table.tid[span])
+        start, end = table.ts_ns[span], table.end_ns(span)
+        rows = [r for rows in self._ops().values() for r in rows
+                if (table.pid[r], table.tid[r]) == thread and start <= table.ts_ns[r] <= end]  # fmt: skip
+        return sorted(rows, key=lambda r: table.ts_ns[r])
+
     def _launch_op(self, join, anchor: int, graph: CompiledGraph) -> int:
         """The op at or above `anchor` that is one of the graph's launches (NONE if none)."""
         names = graph.kernel_names()
@@ -187,22 +218,27 @@ class CompiledKernels:
         if found is not None:
             return found
         table = join.table
-        if self._ops_by_name is None:
-            from tracer.join.columns import column, rows_where
-
-            by_name: dict[str, list[int]] = defaultdict(list)
-            for row in rows_where(column(table.cat), (Cat.CPU_OP,)).tolist():
-                by_name[op_launch_name(table.name[row])].append(row)
-            self._ops_by_name = by_name
         found = []
         if span != NONE:
             thread = (table.pid[span], table.tid[span])
-            rows = [r for r in self._ops_by_name.get(name, ()) if (table.pid[r], table.tid[r]) == thread]
+            rows = [r for r in self._ops().get(name, ()) if (table.pid[r], table.tid[r]) == thread]
             rows.sort(key=lambda r: table.ts_ns[r])
             starts = [table.ts_ns[r] for r in rows]
             found = rows[bisect_left(starts, table.ts_ns[span]) : bisect_right(starts, table.end_ns(span))]
         self._spans[key] = found
         return found
+
+    def _ops(self) -> dict[str, list[int]]:
+        """CPU op rows by the launch their name stands for (built once)."""
+        if self._ops_by_name is None:
+            from tracer.join.columns import column, rows_where
+
+            table = self.trace.events
+            by_name: dict[str, list[int]] = defaultdict(list)
+            for row in rows_where(column(table.cat), (Cat.CPU_OP,)).tolist():
+                by_name[op_launch_name(table.name[row])].append(row)
+            self._ops_by_name = by_name
+        return self._ops_by_name
 
     # -- the region -----------------------------------------------------------------------------------
     def _compiled_row(self, join, user: int) -> int:
@@ -254,7 +290,8 @@ class CompiledKernels:
     def _recorded_region(self, region: CompiledRegion, graph: CompiledGraph | None) -> CompiledRegion:
         if graph is None or not graph.function:
             return region
-        caller = graph.compiled_from[-2] if len(graph.compiled_from) >= 2 else None
+        callers = [f for f in graph.compiled_from[:-1] if not is_library_file(f.file) and not _is_ours(f.file)]
+        caller = callers[-1] if callers else None
         return replace(
             region,
             function=graph.function,
@@ -264,6 +301,7 @@ class CompiledKernels:
             call_function=caller.function if caller else None,
             call_line=caller.line if caller else None,
             call_source=(caller.code or None) if caller else None,
+            call_at_compile=caller is not None,
         )
 
     def _caller(self, join, compiled: int) -> tuple[int, int]:
@@ -305,6 +343,11 @@ def _copies_graph_inputs(base: Origin) -> bool:
         and "copy" in base.ops[-1]
         and any(f.file.endswith("cudagraph_trees.py") and "copy_inputs" in f.function for f in base.frames)
     )
+
+
+def _is_ours(file: str) -> bool:
+    """kerneltrace's own frames (the step-function wrapper of `kerneltrace profile`)."""
+    return file.replace("\\", "/").startswith(_OWN_PACKAGE)
 
 
 def op_launch_name(name: str) -> str:

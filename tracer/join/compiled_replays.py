@@ -24,6 +24,7 @@ from tracer.model.compiled import CompiledGraph, GraphLaunch
 from tracer.model.events import Trace
 from tracer.model.origin import Attributions, Frame
 
+_INDUCTOR_KERNELS = ("triton_", "cpp_fused", "cpp_")
 BY_NEIGHBOURS = 0.8  # confidence factor for an extern kernel placed between named neighbours
 
 
@@ -50,10 +51,10 @@ def attribute_compiled_replays(
         base = attributions.origins[attributions.origin_ids[members[0]]]
         region = base.compiled
         assert region is not None
-        graph = _graph(sources, region.graph)
+        names = [table.name[attributions.gpu_rows[i]] for i in members]
+        graph = _graph(sources, region.graph) or _graph_from_replay(region.graph, names)
         if graph is None:
             continue
-        names = [table.name[attributions.gpu_rows[i]] for i in members]
         function = (
             Frame(region.file, region.function, region.def_line) if region.file and region.function else None
         )
@@ -122,6 +123,15 @@ def place_replayed(names: Sequence[str], launches: Sequence[GraphLaunch]) -> lis
                 out[j] = (extern[0], BY_NEIGHBOURS)
         k = end
     return out
+
+
+def _graph_from_replay(module: str, names: Sequence[str]) -> CompiledGraph | None:
+    """No record of the graph: the kernels Inductor generated, by their names, as the replay ran them."""
+    kernels = [n for n in dict.fromkeys(names) if n.startswith(_INDUCTOR_KERNELS)]
+    if not kernels:
+        return None
+    launches = tuple(GraphLaunch(kernel=n, op_name=n) for n in names if n.startswith(_INDUCTOR_KERNELS))
+    return CompiledGraph(module=module, launches=launches, read_from="the replayed kernels' names")
 
 
 def _graph(sources, name: str) -> CompiledGraph | None:

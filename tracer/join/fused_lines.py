@@ -232,9 +232,9 @@ def region_evidence(region: CompiledRegion) -> tuple[str, ...]:
     dynamo = f", Dynamo {region.compile_id}" if region.compile_id else ""
     called = ""
     if region.call_line is not None:
-        called = f", called from {region.call_location}" + (
-            f": {region.call_source}" if region.call_source else ""
-        )
+        when = " (where Dynamo compiled it)" if region.call_at_compile else ""
+        text = f": {region.call_source}" if region.call_source else ""
+        called = f", called from {region.call_location}{when}{text}"
     elif region.call_file is not None:
         called = f", called from `{region.call_function}` ({region.call_file})"
     return (f"compiled region `{region.function}` ({where}{dynamo}){called}",)

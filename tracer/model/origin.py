@@ -66,6 +66,7 @@ class CompiledRegion:
     call_function: str | None = None
     call_line: int | None = None
     call_source: str | None = None
+    call_at_compile: bool = False  # the call line is where Dynamo compiled it (no frames to say more)
     compile_id: str | None = None  # Dynamo's "0/0" (frame / recompile), from `Torch-Compiled Region: 0/0`
     provenance: str = ""  # how the fused lines were found (`tracer.join.compiled` names the sources)
 
