@@ -230,7 +230,29 @@ def call_bytes(op: str, args: dict[str, Any] | None, kernel: str = "") -> CallBy
         return _gemm_bytes(op, args)
     if _ELEMENTWISE.match(op):
         return _elementwise_bytes(args)
+    if _INDUCTOR_KERNEL.match(op):
+        return _kernel_buffer_bytes(args)
     return None
+
+
+# A kernel Inductor generated, recorded as an op of its own name (Triton: "triton_poi_fused_mul_0";
+# C++ with cpp.enable_kernel_profile: "graph_0_cpp_fused_mul_0"): its args are the buffers it uses.
+_INDUCTOR_KERNEL = re.compile(r"^(triton_|graph_\d+_cpp_|cpp_fused_)")
+
+
+def _kernel_buffer_bytes(args: dict[str, Any]) -> CallBytes | None:
+    """A fused kernel's launch passes every buffer it reads or writes once: each counted once (an
+    in-place buffer, read and written, once too), as Inductor's own bandwidth estimate does."""
+    inputs = tensor_inputs(args)
+    if not inputs:
+        return None
+    total = 0
+    for dims, type_name in inputs:
+        size = type_size(type_name)
+        if size is None:
+            return None
+        total += numel(dims) * size
+    return CallBytes(total, BASIS_ESTIMATE)
 
 
 def _copy_bytes(args: dict[str, Any]) -> CallBytes | None:

@@ -28,6 +28,7 @@ DYNAMO_GRAPH = "source nodes + Dynamo's graph"
 SOURCE_NODES = "source nodes aligned with the source"
 KERNEL_NAME = "the kernel's name aligned with the source"
 CONFIDENCE = {PROVENANCE: 1.0, DYNAMO_GRAPH: 0.95}
+MAX_LISTED = 8  # fused lines named in the evidence (all are in `Origin.fused`)
 _SITE_PACKAGES = re.compile(r"^.*?/(?:site|dist)-packages/")
 # Ops that move or reinterpret data without computing: a line of only these is not the kernel's work.
 _LAYOUT_OPS = frozenset(
@@ -190,8 +191,11 @@ def launch_origin(
             evidence=(f"{head}: no user line found ({provenance})", *notes, *region_evidence(region)),
         )
     main = principal_line(fused, launch, graph)
+    shown = ", ".join(f.label for f in fused[:MAX_LISTED]) + (
+        f", +{len(fused) - MAX_LISTED} more" if len(fused) > MAX_LISTED else ""
+    )
     summary = (
-        f"{head} fused {sum(len(f.ops) for f in fused)} op(s) from {len(fused)} user line(s), by "
+        f"{head} fused {sum(len(f.ops) for f in fused)} op(s) from {len(fused)} user line(s) ({shown}), by "
         f"{provenance} ({short_name(graph.read_from)})"
     )
     return replace(
@@ -200,8 +204,7 @@ def launch_origin(
         line=main.line,
         source=main.source,
         confidence=round(confidence * penalty, 3),
-        evidence=(summary, *(f"{f.label}: {f.source}" if f.source else f.label for f in fused), *notes,
-                  *region_evidence(region)),
+        evidence=(summary, *notes, *region_evidence(region)),
         fused=fused,
         compiled=region,
     )  # fmt: skip

@@ -146,6 +146,9 @@ def findings_table(analysis: Analysis, top: int) -> Table:
     return table
 
 
+FUSED_SHOWN = 8
+
+
 def detail_lines(finding: Finding, rank: int) -> list[str]:
     """The origin chain and evidence of one finding, as plain lines (the caller makes them safe)."""
     origin = finding.origin
@@ -159,6 +162,10 @@ def detail_lines(finding: Finding, rank: int) -> list[str]:
     if origin.source:
         lines.append(f"    {origin.source.strip()}")
     lines.append("  chain: " + " > ".join(chain))
+    for fused in origin.fused[:FUSED_SHOWN]:  # the user lines an Inductor kernel fused, with their ops
+        lines.append(f"  fused: {fused.label}" + (f"  {fused.source.strip()}" if fused.source else ""))
+    if len(origin.fused) > FUSED_SHOWN:
+        lines.append(f"  fused: +{len(origin.fused) - FUSED_SHOWN} more lines")
     if finding.invariant:
         lines.append(f"  invariant: {finding.invariant}")
     if finding.bytes_per_call is not None:
