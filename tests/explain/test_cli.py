@@ -116,7 +116,7 @@ def test_markdown_table(stack_trace, repo_root):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert (
-        "| # | share | total ms | calls | calls/step | per call us | bytes/call | GB/s (% peak) | kernel | origin |"
+        "| # | share | time | calls | calls/step | per call | bytes/call | GB/s (% peak) | op | origin | category |"
         in lines
     )
     assert sum(1 for line in lines if line.startswith(("| 1 |", "| 2 |", "| 3 |"))) == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -68,6 +69,16 @@ class LazyGroup(click.Group):
                 raise
             click.echo(internal_error_line(err), err=True)
             sys.exit(INTERNAL_ERROR)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):  # click's own signature
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as err:
+            name = args[0] if args else ""
+            close = difflib.get_close_matches(name, list(COMMANDS), n=1, cutoff=0.6)
+            if close and name not in COMMANDS:
+                raise click.UsageError(f"No such command {name!r}. Did you mean {close[0]!r}?", ctx) from err
+            raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

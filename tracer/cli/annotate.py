@@ -32,12 +32,14 @@ def command(
     Nothing else in the trace changes.
     """
     from tracer.api import attribute_trace
+    from tracer.cli.common import progress_line
     from tracer.output_files import protect_inputs
     from tracer.render.annotate import write_annotated_trace
     from tracer.render.escape import terminal
 
     protect_inputs([trace, sites, *capture])
-    attributions = attribute_trace(trace, source=source, sites=sites, capture=capture)
+    with progress_line(then="joining..."):
+        attributions = attribute_trace(trace, source=source, sites=sites, capture=capture)
     summary = write_annotated_trace(
         attributions, Path(output) if output else derived_output(trace, ".annotated.json.gz")
     )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import click
@@ -37,6 +39,8 @@ def reports_input_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             result = func(*args, **kwargs)
+        except BrokenPipeError:  # the reader stopped early (`| head`): click exits 1, quietly
+            raise
         except InputError as err:
             _print_errors([*_deferred, *getattr(err, "failures", ()), err])
         except OSError as err:
@@ -77,13 +81,51 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+WIDTH_WHEN_PIPED = 200  # a table piped or captured without COLUMNS: wide enough for every column
+
+
 def stdout_console():  # -> rich.console.Console
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=False)
 
 
-def stderr_console():  # -> rich.console.Console (progress bars, notes)
+def table_console():  # -> rich.console.Console
+    """The console tables are fitted to: the terminal's width, else COLUMNS, else `WIDTH_WHEN_PIPED`."""
+    console = stdout_console()
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
+        console.width = WIDTH_WHEN_PIPED
+    return console
+
+
+def table_width(wide: bool) -> int | None:
+    """The width a command's tables fit (None: --wide, every column whole)."""
+    return None if wide else table_console().width
+
+
+wide_option = click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column whole, however wide the table gets (default: fit the terminal).",
+)
+
+
+@contextlib.contextmanager
+def progress_line(then: str = "") -> Iterator[None]:
+    """Show how far long work has got on stderr (a terminal only, after 2 s): `tracer.progress`'s
+    reports drawn by `tracer.render.progress.ProgressLine`, wiped when the block ends."""
+    from tracer.progress import listening
+    from tracer.render.progress import ProgressLine
+
+    line = ProgressLine(sys.stderr, then=then)
+    try:
+        with listening(line):
+            yield
+    finally:
+        line.close()
+
+
+def stderr_console():  # -> rich.console.Console (notes)
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)

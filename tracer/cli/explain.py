@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.common import print_json, reports_input_errors, table_console, wide_option
 from tracer.cli.options import TraceOptions, analyse, top_option, trace_options
 from tracer.cli.rank_dirs import analyse_ranks, ranks_match_option
+from tracer.render.columns import json_fields
 
-WIDTH_WHEN_PIPED = 200
 JSON_SHAPE = """\b
 --json prints one object (all findings, ranked; numbers in ns, bytes, GB/s):
   trace, time_basis ("gpu" | "cpu"), device, peak_gbps, total_ns, window_ns,
@@ -32,7 +33,19 @@ With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
   [{kernel, kernel_short, category, origin_key, location, source, total_ns,
   share, ranks [{rank, calls, total_ns, per_step_ns, per_call_ns,
   calls_per_step, share}]}],
-  consistency [str], notes [str]}"""
+  consistency [str], notes [str]}
+{columns}"""
+
+
+JSON_SHAPE = JSON_SHAPE.replace(
+    "{columns}",
+    textwrap.fill(
+        f"The table's columns show these finding fields: {json_fields()}.",
+        76,
+        subsequent_indent="  ",
+        break_on_hyphens=False,
+    ),
+)
 
 
 @click.command(epilog=JSON_SHAPE, context_settings={"help_option_names": ["-h", "--help"]})
@@ -42,6 +55,7 @@ With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
 @ranks_match_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (shape below).")
 @click.option("--markdown", is_flag=True, help="Markdown for pasting into an issue.")
+@wide_option
 @reports_input_errors
 def command(
     trace: Path,
@@ -50,6 +64,7 @@ def command(
     ranks_match: str | None,
     as_json: bool,
     markdown: bool,
+    wide: bool,
 ) -> None:
     """Rank the GPU kernels of TRACE (a torch.profiler .json/.json.gz) by time, and say for each which
     Python line launched it, how often per step (and whether that is once per layer), how many bytes it
@@ -61,7 +76,7 @@ def command(
     A trace too big for this machine's memory is refused up front: --steps or --window explain part of it.
     """
     if trace.is_dir():
-        _explain_ranks(trace, options, ranks_match, top, as_json, markdown)
+        _explain_ranks(trace, options, ranks_match, top, as_json, markdown, wide)
         return
     analysis = analyse(trace, options)
     if as_json:
@@ -76,7 +91,7 @@ def command(
     else:
         from tracer.render.table import print_table
 
-        print_table(analysis, _table_console(), top=top or 15)
+        print_table(analysis, table_console(), top=top or 15, wide=wide)
 
 
 def _explain_ranks(
@@ -86,6 +101,7 @@ def _explain_ranks(
     top: int | None,
     as_json: bool,
     markdown: bool,
+    wide: bool = False,
 ) -> None:
     """TRACE is a directory of per-rank traces: `tracer.explain.ranks` explains and compares them."""
     from tracer.render.ranks import print_rank_report, rank_report_markdown
@@ -96,11 +112,4 @@ def _explain_ranks(
     elif markdown:
         click.echo(rank_report_markdown(report, top=top or 15), nl=False)
     else:
-        print_rank_report(report, _table_console(), top=top or 15)
-
-
-def _table_console():  # -> rich.console.Console
-    console = stdout_console()
-    if not console.is_terminal:  # piped or captured: wide enough that the table does not fold
-        console.width = max(console.width, WIDTH_WHEN_PIPED)
-    return console
+        print_rank_report(report, table_console(), top=top or 15, wide=wide)

@@ -154,9 +154,11 @@ def min_share_option(help: str) -> OptionDecorator:
 def analyse(trace: str | Path, options: TraceOptions):  # -> tracer.model.Analysis
     """The `Analysis` of `trace` through the one facade every command uses."""
     from tracer.api import explain_trace
+    from tracer.cli.common import progress_line
 
     protect_inputs(trace, options)
-    return explain_trace(trace, **options.explain_arguments())
+    with progress_line(then="joining and explaining..."):
+        return explain_trace(trace, **options.explain_arguments())
 
 
 def protect_inputs(trace: str | Path, options: TraceOptions) -> None:

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.common import print_json, reports_input_errors, table_console, wide_option
 from tracer.errors import InputError
 
-WIDTH_WHEN_PIPED = 200
 DEFAULT_STEPS = 3
 
 
@@ -78,7 +77,7 @@ DEFAULT_STEPS = 3
     "-o",
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=Path("kerneltrace-profile.json.gz"),
+    default=Path("out/kerneltrace-profile.json.gz"),
     show_default=True,
     help="Trace file to write (.json or .json.gz).",
 )
@@ -89,6 +88,7 @@ DEFAULT_STEPS = 3
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the analysis as JSON (the script's stdout goes to stderr)."
 )
+@wide_option
 @click.argument(
     "command_line", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- python SCRIPT [ARGS]..."
 )
@@ -108,6 +108,7 @@ def command(
     layers: int | None,
     top: int,
     as_json: bool,
+    wide: bool,
     command_line: tuple[str, ...],
 ) -> None:
     """Run a Python script (or -m module) in this process under torch.profiler, with a
@@ -118,7 +119,7 @@ def command(
     Examples:
       kerneltrace profile --step-function examples.glm5_kv_cast.model.DecodeModel.decode_step \\
           --steps 3 -- python -m examples.glm5_kv_cast.run --preset cpu-small --steps 5
-      kerneltrace profile --scan mymodel/ -o trace.json.gz -- python train.py --epochs 1
+      kerneltrace profile --scan mymodel/ -o out/trace.json.gz -- python train.py --epochs 1
     """
     from tracer.instrument.plan import SiteSelection
     from tracer.instrument.runner import parse_command_line, run
@@ -169,10 +170,7 @@ def command(
         else:
             from tracer.render.table import print_table
 
-            console = stdout_console()
-            if not console.is_terminal:
-                console.width = max(console.width, WIDTH_WHEN_PIPED)
-            print_table(analysis, console, top=top)
+            print_table(analysis, table_console(), top=top, wide=wide)
     if failure is not None:
         raise InputError(target.label, failure)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.common import print_json, reports_input_errors, stdout_console, table_console, wide_option
 from tracer.errors import InputError
 
 # --rules DIR: extra rule files, for `rules` and `scan` alike.
@@ -24,8 +24,9 @@ rules_dirs_option = click.option(
 @click.option("--explain", "code", metavar="CODE", help="Explain one rule, e.g. KT101.")
 @rules_dirs_option
 @click.option("--json", "as_json", is_flag=True, help="Machine output on stdout.")
+@wide_option
 @reports_input_errors
-def command(code: str | None, rules_dirs: tuple[Path, ...], as_json: bool) -> None:
+def command(code: str | None, rules_dirs: tuple[Path, ...], as_json: bool, wide: bool) -> None:
     """List the static-scan rules, or explain one with --explain CODE."""
     from tracer.static.rules import load_rule_set
 
@@ -42,7 +43,9 @@ def command(code: str | None, rules_dirs: tuple[Path, ...], as_json: bool) -> No
     elif code is not None:
         _explain(rules[0], rule_set)
     else:
-        _list(rules)
+        from tracer.render.scan_table import print_rules_table
+
+        print_rules_table(table_console(), rules, wide=wide)
 
 
 def _rule_dict(rule, rule_set) -> dict:
@@ -80,24 +83,6 @@ def _rule_dict(rule, rule_set) -> dict:
         },
         "source": rule.source,
     }
-
-
-def _list(rules) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"{len(rules)} rules", title_justify="left")
-    for name in ("code", "name", "family", "base", "lowers to", "summary"):
-        table.add_column(name, overflow="fold")
-    for rule in rules:
-        table.add_row(
-            rule.code,
-            rule.name,
-            rule.family,
-            f"{rule.base:g}",
-            " -> ".join(rule.aten_ops) or "-",
-            rule.summary,
-        )
-    stdout_console().print(table)
 
 
 def _explain(rule, rule_set) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -13,9 +14,11 @@ from tracer.cli.common import (
     print_json,
     reports_input_errors,
     stderr_console,
-    stdout_console,
+    table_console,
+    wide_option,
 )
 from tracer.cli.rules import rules_dirs_option
+from tracer.static.platform import ANY, OTHER_PLATFORM_WEIGHT, PLATFORMS, apply_platform, detect_platform
 
 
 @click.command(name="scan")
@@ -53,6 +56,15 @@ from tracer.cli.rules import rules_dirs_option
     "--jobs", type=click.IntRange(min=1), default=None, metavar="N", help="Worker processes (default: CPUs)."
 )
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the on-disk cache.")
+@click.option(
+    "--platform",
+    type=click.Choice(["auto", *PLATFORMS]),
+    default="auto",
+    show_default=True,
+    help="Rank code written for other accelerators lower (xpu_backend.py, forward_npu, ...: "
+    f"{OTHER_PLATFORM_WEIGHT:+g}). auto: this machine's (NVIDIA's driver: cuda; ROCm: rocm; none: any).",
+)
+@wide_option
 @reports_input_errors
 def command(
     paths: tuple[Path, ...],
@@ -67,6 +79,8 @@ def command(
     fail_on: float | None,
     jobs: int | None,
     no_cache: bool,
+    platform: str,
+    wide: bool,
 ) -> None:
     """Find every site that can launch a copy, cast or layout kernel, ranked by risk.
 
@@ -89,15 +103,17 @@ def command(
     if not targets:
         raise click.UsageError("give a PATH, --package NAME or --preset NAME")
 
-    # A progress bar only on a terminal: piped, it would leave a blank line before any error.
-    quiet = as_json or sarif == "-" or not stderr_console().is_terminal
-    if quiet:
+    from tracer.cli.common import progress_line
+
+    with progress_line():  # on a terminal only, by bytes of source scanned
         result = scan(
             targets, rules_dirs=rules_dirs, include=include, jobs=jobs, cache_dir=False if no_cache else None
         )
-    else:
-        result = _scan_with_progress(scan, targets, rules_dirs, include, jobs, no_cache)
 
+    if platform == "auto":
+        platform = detect_platform()
+    if platform != ANY:
+        result = dataclasses.replace(result, sites=tuple(apply_platform(result.sites, platform)))
     sites = [s for s in result.sites if s.risk >= min_risk]
     if sarif is not None:
         _write_sarif(sarif, sites, load_rule_set(rules_dirs).rules, result.skipped)
@@ -108,36 +124,14 @@ def command(
         data["sites"] = [s.to_dict() for s in shown]
         print_json(data)
     elif sarif != "-":
-        _print_table(result, sites, 20 if top is None else top)
+        from tracer.render.scan_table import print_scan_table, print_skipped
+
+        print_scan_table(table_console(), result, sites, 20 if top is None else top, wide=wide)
+        if result.skipped:
+            print_skipped(stderr_console(), result.skipped)
     if fail_on is not None and any(s.risk >= fail_on for s in result.sites):
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
-
-
-def _scan_with_progress(scan, targets, rules_dirs, include, jobs, no_cache):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (
-        TextColumn("scanning"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("files"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=stderr_console(), transient=True) as bar:
-        task = bar.add_task("scan", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        return scan(
-            targets,
-            rules_dirs=rules_dirs,
-            include=include,
-            jobs=jobs,
-            cache_dir=False if no_cache else None,
-            progress=progress,
-        )
 
 
 def _write_sarif(destination: str, sites, rules, skipped) -> None:
@@ -158,55 +152,3 @@ def _write_sarif(destination: str, sites, rules, skipped) -> None:
         from tracer.output_files import write_output
 
         write_output(destination, payload)
-
-
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _print_table(result, sites, top: int) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    from tracer.render.escape import strip_control, terminal
-
-    def safe(text: str) -> Text:  # file names and code are untrusted: no escapes reach the terminal
-        return Text(strip_control(text))
-
-    console = stdout_console()
-    table = Table(title=f"Top {min(top, len(sites))} of {len(sites)} sites by risk", title_justify="left")
-    for name, options in (
-        ("#", {"justify": "right"}),
-        ("risk", {"justify": "right"}),
-        ("rule", {}),
-        ("file:line", {"overflow": "fold"}),
-        ("function", {"overflow": "fold"}),
-        ("call", {"overflow": "fold"}),
-        ("why", {}),
-    ):
-        table.add_column(name, **options)
-    for rank, site in enumerate(sites[:top], 1):
-        why = "; ".join(site.reasons[1:]) or "base score only"
-        table.add_row(
-            str(rank),
-            f"{site.risk:g}",
-            safe(site.rule),
-            safe(site.location),
-            safe(site.function),
-            safe(_one_line(site.text, 70)),
-            safe(why),
-        )
-    if top:
-        console.print(table)
-    skipped = f", {len(result.skipped)} skipped" if result.skipped else ""
-    console.print(
-        f"{len(result.sites)} sites in {result.files_scanned} files{skipped} "
-        f"({result.cache_hits} from cache) in {result.seconds:.1f} s"
-    )
-    if result.skipped:
-        errors = stderr_console()
-        for item in result.skipped[:10]:
-            errors.print(f"skipped {terminal(item.path)}: {terminal(item.reason)}")
-        if len(result.skipped) > 10:
-            errors.print(f"... and {len(result.skipped) - 10} more (see --json)")

@@ -20,6 +20,7 @@ from tracer.explain.invariants import StepCheck, check_steps, per_step_calls, st
 from tracer.explain.optree import OpTree
 from tracer.explain.steps import Steps, StepWork, find_steps, layers_from_steps, work_of_trace
 from tracer.explain.structure import ModelShape, find_model_shape, tokens_per_step
+from tracer.formatting import format_duration, format_share
 from tracer.join.columns import column
 from tracer.model.events import Cat
 from tracer.model.finding import Analysis, Finding
@@ -77,7 +78,7 @@ def analyse(
     if steps is not None and len(in_window) < len(activities):
         left_ns = activities.total_ns() - in_window.total_ns()
         left = len(activities) - len(in_window)
-        notes.append(f"{left} activities ({left_ns / 1e6:.3f} ms) outside the steps were left out")
+        notes.append(f"{left} activities ({format_duration(left_ns)}) outside the steps were left out")
 
     device = trace.meta.device_name if time_basis == "gpu" else None
     memory = trace.meta.devices[0].get("totalGlobalMem") if trace.meta.devices else None
@@ -107,7 +108,7 @@ def analyse(
     early_ns = sum(f.total_ns for f in findings if f.origin.before_trace)
     if early_ns:
         notes.append(
-            f"{early_ns / total_ns:.1%} of GPU time ran work launched before the profiler started (the "
+            f"{format_share(early_ns / total_ns)} of GPU time ran work launched before the profiler started (the "
             "GPU was still busy with earlier steps): no origin; a torch.cuda.synchronize() just before "
             "the recorded steps leaves it out (`kerneltrace profile` does)"
         )
@@ -207,7 +208,7 @@ def _notes(
             "time) by time, grouped by op and origin like kernels"
         )
     if steps is not None:
-        text = f"{len(steps)} steps from {steps.method}, {steps.mean_ns / 1e6:.3f} ms each on average"
+        text = f"{len(steps)} steps from {steps.method}, {format_duration(steps.mean_ns)} each on average"
         notes.append(text + (f" ({steps.note})" if steps.note else ""))
         notes.extend(check.confirmed)
         for doubt in check.disagreements:
@@ -230,11 +231,14 @@ def _notes(
         idle = 1.0 - busy
         if busy < LAUNCH_BOUND_BELOW:
             notes.append(
-                f"GPU busy {busy:.0%} of the {window_ns / 1e6:.3f} ms window, idle {idle:.0%}: launch-bound "
+                f"GPU busy {format_share(busy)} of the {format_duration(window_ns)} window, idle {format_share(idle)}: "
+                "launch-bound "
                 "(the GPU waits for the CPU to launch work; CUDA graphs or fewer, larger kernels help)"
             )
         else:
-            notes.append(f"GPU busy {busy:.0%} of the {window_ns / 1e6:.3f} ms window, idle {idle:.0%}")
+            notes.append(
+                f"GPU busy {format_share(busy)} of the {format_duration(window_ns)} window, idle {format_share(idle)}"
+            )
     if basis == "gpu" and peak is None:
         notes.append(f"no peak bandwidth known for device {device!r}: give --peak-gbps to get % of peak")
     if any(f.bytes_basis == BASIS_ESTIMATE for f in findings):

@@ -377,9 +377,8 @@ def _int_arg(args: dict[str, Any], position: int, default: int) -> int:
 
 
 def human_bytes(count: float) -> str:
-    """``1.1 GB``, ``640 KB``: decimal units, as bandwidth is quoted."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if count >= scale:
-            value = count / scale
-            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
-    return f"{int(count)} B"
+    """``1.1 GB``, ``640 KB``: decimal units, as bandwidth is quoted (`tracer.formatting`, as every
+    output writes bytes)."""
+    from tracer.formatting import format_bytes
+
+    return format_bytes(count)

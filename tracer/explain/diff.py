@@ -49,7 +49,7 @@ class OriginDelta:
     after_ns: float
     delta_ns: float
     ratio: float | None  # after / before; None for new origins
-    before_calls: float  # calls per step (per trace where a side has no steps)
+    before_calls: float  # calls per step of its most-called kernel (per trace where a side has no steps)
     after_calls: float
     kernel: str | None = None
     kernel_short: str | None = None
@@ -147,9 +147,13 @@ def _group(analysis: Analysis, per_step: bool) -> _Side:
         key = finding.origin.key
         side.origins.setdefault(key, finding.origin)
         side.time[key] += finding.total_ns / side.divisor
-        side.calls[key] += finding.calls / side.divisor
+        # Calls per step as explain counts them (over the steps of the kernel's own kind); an
+        # origin's calls are its line's runs, so those of its most-called kernel, not a sum over the
+        # kernels each run launches (a cast's copy_ and empty_strided are one call of the line).
+        calls = finding.calls_per_step if per_step and finding.calls_per_step is not None else None
+        side.kernel_calls[key, finding.kernel] += calls if calls is not None else finding.calls / side.divisor
+        side.calls[key] = max(side.calls[key], side.kernel_calls[key, finding.kernel])
         side.kernel_time[key, finding.kernel] += finding.total_ns / side.divisor
-        side.kernel_calls[key, finding.kernel] += finding.calls / side.divisor
         side.findings.setdefault((key, finding.kernel), finding)
         side.categories[key][finding.category] += finding.total_ns
     return side

@@ -46,7 +46,8 @@ class _Totals:
         self.time_ns: dict[str, int] = defaultdict(int)
         self.share: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
-        self.calls_per_step: dict[str, float | None] = {}
+        # per side and kernel: calls per step, summed over the findings of that kernel
+        self.kernel_calls_per_step: dict[str, dict[str, float | None]] = defaultdict(dict)
         self.steps: dict[str, int | None] = {}
         self.category_time: dict[str, int] = defaultdict(int)
         self.findings: list[Finding] = []
@@ -57,12 +58,21 @@ class _Totals:
         self.share[side] += finding.share
         self.calls[side] += finding.calls
         self.steps[side] = entry.steps
-        previous = self.calls_per_step.get(side, 0.0)
-        self.calls_per_step[side] = (
+        per_kernel = self.kernel_calls_per_step[side]
+        previous = per_kernel.get(finding.kernel, 0.0)
+        per_kernel[finding.kernel] = (
             None if previous is None or finding.calls_per_step is None else previous + finding.calls_per_step
         )
         self.category_time[finding.category] += finding.total_ns
         self.findings.append(finding)
+
+    def calls_per_step(self, side: str) -> float | None:
+        """Calls per step of the most-called kernel: a line's runs (each run launches each of its
+        kernels once), as `explain` and `diff` count them, not a sum over the kernels it launches."""
+        counts = list(self.kernel_calls_per_step.get(side, {}).values())
+        if not counts or any(count is None for count in counts):
+            return None
+        return max(counts)
 
     def time_ns_all(self) -> int:
         return sum(self.time_ns.values())
@@ -79,7 +89,7 @@ class _Totals:
             attrs[prefix + "time_ns"] = time_ns
             attrs[prefix + "share"] = self.share.get(side, 0.0)
             attrs[prefix + "calls"] = calls
-            attrs[prefix + "calls_per_step"] = self.calls_per_step.get(side) if calls else 0.0
+            attrs[prefix + "calls_per_step"] = self.calls_per_step(side) if calls else 0.0
             attrs[prefix + "ns_per_step"] = time_ns / steps if steps else None
             attrs[prefix + "per_call_ns"] = time_ns / calls if calls else None
         attrs["findings"] = len(self.findings)
@@ -140,6 +150,8 @@ def _context_attributes(node: Context) -> dict[str, Any]:
             site_id=best.site_id,
             confidence=best.confidence,
             evidence=list(best.evidence),
+            answer=best.answer,
+            candidates=list(best.candidates),
         )
     return attrs
 

@@ -1,6 +1,7 @@
 """What each graph node says, as plain text lines with a style: shared by the DOT and HTML renderings.
 
-Numbers are formatted here (units, percent), never computed: they are the node's attributes.
+Numbers are formatted (`tracer.formatting`, as every rendering formats them), never computed: they
+are the node's attributes.
 Text stays raw; each renderer escapes it for its own format (`tracer.render.escape`).
 """
 
@@ -10,8 +11,26 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from tracer.formatting import (
+    cut_middle,
+    format_bandwidth,
+    format_bytes,
+    format_change,
+    format_count,
+    format_duration,
+    format_origin,
+    format_share,
+)
 from tracer.graph.build import KERNEL, OTHER, ROOT
 from tracer.graph.context import FUNCTION, OPS, SCOPE, SITE
+
+__all__ = [  # the formatters, as every rendering of the graph uses them (tracer.formatting)
+    "format_bytes",
+    "format_change",
+    "format_count",
+    "format_ns",
+    "format_share",
+]
 
 # How wide each kind of text may get before it is cut in the middle (characters).
 KERNEL_WIDTH, SOURCE_WIDTH, FUNCTION_WIDTH, OPS_WIDTH, WASTE_WIDTH = 56, 72, 64, 72, 60
@@ -30,56 +49,12 @@ class NodeText:
 
 
 def format_ns(ns: float | None) -> str:
-    if ns is None:
-        return "?"
-    if ns >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.0f} µs" if ns >= 1e5 else f"{ns / 1e3:.1f} µs"
-    return f"{ns:.0f} ns"
-
-
-def format_bytes(count: float | None) -> str:
-    if count is None:
-        return "?"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= size:
-            return f"{count / size:.2f} {unit}"
-    return f"{count:.0f} B"
-
-
-def format_share(share: float | None) -> str:
-    if share is None:
-        return "?"
-    return f"{share * 100:.1f}%" if share >= 0.001 else f"{share * 100:.2f}%"
-
-
-def format_change(ratio: float) -> str:
-    """after/before as a signed percent: "-99%", "+12%", "±0%"."""
-    percent = (ratio - 1) * 100
-    return "±0%" if abs(percent) < 0.5 else f"{percent:+.0f}%"
-
-
-def format_count(value: float | None) -> str:
-    if value is None:
-        return "?"
-    return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
-
-
-def format_gbps(gbps: float | None) -> str:
-    if gbps is None:
-        return "?"
-    return f"{gbps / 1000:.2f} TB/s" if gbps >= 1000 else f"{gbps:.0f} GB/s"
+    return format_duration(ns)
 
 
 def cut(text: str, width: int) -> str:
     """`text` cut in the middle to at most `width` characters (both ends of a name say the most)."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) * 2 // 3
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+    return cut_middle(text, width)
 
 
 def change_line(attrs: dict[str, Any]) -> str:
@@ -142,13 +117,10 @@ def node_text(attrs: dict[str, Any], graph_attrs: dict[str, Any] | None = None) 
         lines.append(Line(cost_line(attrs), "small"))
         return NodeText(tuple(lines), detail)
     if kind == SITE:
-        lines = [Line(str(attrs["label"]), "bold")]
+        lines = [Line(site_label(attrs), "bold")]
         if attrs.get("source"):
             lines.append(Line(cut(" ".join(str(attrs["source"]).split()), SOURCE_WIDTH), "code"))
         tags = [str(attrs["rule"])] if attrs.get("rule") else []
-        confidence = attrs.get("confidence")
-        if confidence is not None and confidence < 1.0:
-            tags.append(f"confidence {confidence:.0%}")
         tags.append(cost_line(attrs))
         lines.append(Line(" · ".join(tags), "small"))
         if attrs.get("waste") and "change" not in attrs:
@@ -168,6 +140,22 @@ def node_text(attrs: dict[str, Any], graph_attrs: dict[str, Any] | None = None) 
     return NodeText((Line(str(attrs.get("label", "")), ""),), detail)
 
 
+def site_label(attrs: dict[str, Any]) -> str:
+    """The site's ``dir/file.py:line``, marked by its kind of answer as every rendering marks it
+    (``~model.py:209? (ranked 1 of 5)``, ``model.py:209 (0.8)``, ``model.py:209 | 214 ?``)."""
+    label = str(attrs["label"])
+    if "answer" not in attrs or attrs.get("location") is None:
+        return label
+    return format_origin(
+        str(attrs["answer"]),
+        str(attrs["location"]),
+        file=attrs.get("file"),
+        confidence=attrs.get("confidence"),
+        candidates=tuple(attrs.get("candidates") or ()),
+        shown=label,
+    )
+
+
 def _kernel_text(attrs: dict[str, Any]) -> NodeText:
     lines = [Line(cut(str(attrs["label"]), KERNEL_WIDTH), "bold"), Line(cost_line(attrs), "small")]
     per_call = []
@@ -175,11 +163,8 @@ def _kernel_text(attrs: dict[str, Any]) -> NodeText:
         per_call.append(f"{format_ns(attrs['per_call_ns'])}/call")
     if attrs.get("bytes_per_call"):
         per_call.append(f"{format_bytes(attrs['bytes_per_call'])}/call")
-    if attrs.get("gbps"):
-        rate = format_gbps(attrs["gbps"])
-        if attrs.get("peak_fraction") is not None:
-            rate += f" ({format_share(attrs['peak_fraction'])} of peak)"
-        per_call.append(rate)
+    if attrs.get("gbps") is not None:
+        per_call.append(format_bandwidth(attrs["gbps"], attrs.get("peak_fraction")))
     if per_call:
         lines.append(Line(" · ".join(per_call), "small"))
     if attrs.get("invariant") and "change" not in attrs:

@@ -6,7 +6,8 @@
             session.step()
 
 At the end the trace is written (``.json`` or ``.json.gz``) and explained: `session.analysis` holds
-the `Analysis`, and the explain table is printed unless ``explain=False``.
+the `Analysis`. Nothing is printed unless asked: ``print_table=True`` (or a ``console``) prints the
+explain table.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class ProfileSession:
         *,
         sites: Sequence[Site] = (),
         steps: int | None = None,
-        out: str | Path = "kerneltrace-profile.json.gz",
+        out: str | Path = "out/kerneltrace-profile.json.gz",
         with_stack: bool = False,
         warmup: int = 1,
         wait: int = 0,
@@ -47,6 +48,7 @@ class ProfileSession:
         explain: bool = True,
         console: Any = None,
         layers: int | None = None,
+        print_table: bool = False,
         inductor_provenance: bool = True,
     ) -> None:
         if steps is not None and steps < 1:
@@ -67,6 +69,7 @@ class ProfileSession:
         self.record_shapes = record_shapes
         self.explain = explain
         self.console = console
+        self.print_table = print_table or console is not None
         self.layers = layers
         self.inductor_provenance = inductor_provenance  # torch.compile'd code: record where kernels come from
         self._provenance: ProvenanceRecording | None = None
@@ -143,7 +146,7 @@ class ProfileSession:
                 f"(wait {self.wait} + warmup {self.warmup} + 1 active)",
             )
         if self.explain:
-            self.analysis = self.explain_now()
+            self.analysis = self.explain_now(print_table=self.print_table)
 
     def _undo(self) -> None:
         self.functions.uninstall()
@@ -158,8 +161,9 @@ class ProfileSession:
             keep_beside(self.out, self._provenance)
 
     # -- the answer -------------------------------------------------------------------------------
-    def explain_now(self, print_table: bool = True) -> Analysis | None:
-        """Explain the written trace with the instrumented sites; print the table if asked."""
+    def explain_now(self, print_table: bool = False) -> Analysis | None:
+        """Explain the written trace with the instrumented sites; print the table if asked (on the
+        session's console, else stdout, fitted to its width: 200 columns when it is not a terminal)."""
         try:
             from tracer.api import explain_trace
         except ImportError:  # the explain stage is not part of this checkout
@@ -171,9 +175,9 @@ class ProfileSession:
 
             console = self.console
             if console is None:
-                from tracer.cli.common import stdout_console
+                from tracer.cli.common import table_console
 
-                console = stdout_console()
+                console = table_console()
             print_analysis(analysis, console)
         return analysis
 

@@ -77,6 +77,8 @@ _DTYPE_ALIASES = {
     "torch.long": "torch.int64",
     "torch.int": "torch.int32",
     "torch.short": "torch.int16",
+    "torch.cfloat": "torch.complex64",
+    "torch.cdouble": "torch.complex128",
 }
 
 

@@ -12,9 +12,10 @@ from tracer.join.compiled import CompiledKernels
 from tracer.join.dtypes import copy_dtypes
 from tracer.join.frames import MODULE_FILE, parse_call_from, parse_frame, same_file
 from tracer.join.locate import CallLocator
-from tracer.join.stackless import RANKING_CONFIDENCE, StacklessRanker
 from tracer.join.sites import SiteIndex, choose_site
 from tracer.join.source_lines import SourceLines
+from tracer.join.ranking import rank_sites
+from tracer.join.stackless import RANKING_CONFIDENCE, StacklessRanker
 from tracer.model.events import NONE, Cat, Trace
 from tracer.model.origin import Frame, Origin
 from tracer.model.ranges import parse_site_range
@@ -392,6 +393,8 @@ class OriginBuilder:
         if around is None:
             reason = "no static sites or source given to rank" if not self.orders_calls() else "no CPU op"
             return replace(base, evidence=("no Python frames (with_stack=False)", reason))
+        if not self.source.roots:  # sites without their source (--sites): rank the sites alone
+            return self._sites_ranked(base, target)
         ranking = self.ranker.rank(around[0], around[1], base.ranges, target)
         if not ranking.candidates:
             unranked = replace(base, evidence=("no Python frames (with_stack=False)", *ranking.evidence))
@@ -400,6 +403,16 @@ class OriginBuilder:
         origin = self._ranked_origin(base, ranking.candidates, ranking.confidence, ranking.evidence)
         self._rankings[origin] = (base, target, ranking)
         return origin
+
+    def _sites_ranked(self, base: Origin, target: str | None) -> Origin:
+        """Static sites only, no source to align with: the sites whose op, dtype and ranges fit."""
+        ranking = rank_sites(self.sites, base.ops, base.ranges, target)
+        if not ranking.sites:
+            return replace(base, evidence=("no Python frames (with_stack=False)", *ranking.evidence))
+        best = ranking.sites[0]
+        evidence = ("a ranking, not a match:", *ranking.evidence, "no --source: the sites ranked by op alone")
+        origin = self._at_line(base, best.path, best.line, best, ranking.confidence, evidence)
+        return replace(origin, candidates=tuple(site.location for site in ranking.sites))
 
     def _ranked_origin(self, base: Origin, candidates, confidence: float, evidence) -> Origin:
         best = candidates[0]

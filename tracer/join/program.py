@@ -24,6 +24,8 @@ import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tracer.join.dtypes import METHOD_DTYPES, canonical_dtype
+
 # Point kinds.
 CALL, OPERATOR, GETITEM, SETITEM, VIEWS, FRAME, ENTER, EXIT, PROPERTY = (  # noqa: RUF100
     "call",
@@ -775,29 +777,6 @@ class ModulePrograms:
         return builder.finish(name, line, entry, end)
 
 
-# Methods that name the dtype they cast to.
-METHOD_DTYPES: dict[str, str] = {
-    "float": "torch.float32",
-    "half": "torch.float16",
-    "bfloat16": "torch.bfloat16",
-    "double": "torch.float64",
-    "int": "torch.int32",
-    "long": "torch.int64",
-    "short": "torch.int16",
-    "bool": "torch.bool",
-    "byte": "torch.uint8",
-    "char": "torch.int8",
-}
-_DTYPE_ALIASES = {
-    "float": "float32",
-    "half": "float16",
-    "double": "float64",
-    "long": "int64",
-    "int": "int32",
-    "short": "int16",
-    "cfloat": "complex64",
-    "cdouble": "complex128",
-}
 _MOVE_KEYWORDS = frozenset({"device", "non_blocking", "copy", "memory_format"})
 
 
@@ -826,10 +805,9 @@ def _cast_target(node: ast.Call, name: str) -> tuple[str | None, bool]:
 def _literal_dtype(node: ast.AST) -> str | None:
     """``torch.bfloat16`` -> "torch.bfloat16" (aliases canonical: ``torch.float`` -> "torch.float32")."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
-        attr = node.attr
-        if attr in ("device", "Tensor"):
+        if node.attr in ("device", "Tensor"):
             return None
-        return "torch." + _DTYPE_ALIASES.get(attr, attr)
+        return canonical_dtype(f"torch.{node.attr}")
     return None
 
 

@@ -1,4 +1,6 @@
-"""Without Python frames (with_stack=False): rank the static sites that could have run an op chain."""
+"""Without Python frames and without the source (``--sites`` only): rank the static sites that could
+have run an op chain by its op, its dtype and the ranges around it. With the source,
+`tracer.join.stackless` aligns the ops around it instead."""
 
 from __future__ import annotations
 

@@ -34,13 +34,13 @@ from tracer.join.program import (
     EXIT,
     FRAME,
     GETITEM,
+    ITER,
     OPAQUE,
     OPERATOR,
     PROPERTY,
     SCALAR_CONVERSIONS,
     SETITEM,
     VIEWS,
-    ITER,
     CallPoint,
 )
 from tracer.model.events import Cat

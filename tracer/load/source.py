@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from tracer import progress
 from tracer.errors import InputError
 from tracer.load.memory import human, way_forward
 
@@ -77,6 +79,7 @@ def read_all(
 
 def _plain_blocks(path: Path, notes: list[str] | None) -> Iterator[bytes]:
     with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
         first = handle.read(BLOCK_BYTES)
         if path.suffix == ".gz":
             if first.lstrip()[:1] not in (b"{", b"["):
@@ -84,6 +87,7 @@ def _plain_blocks(path: Path, notes: list[str] | None) -> Iterator[bytes]:
             if notes is not None:
                 notes.append("file is named .gz but holds plain JSON; read it as JSON")
         while first:
+            progress.report(f"reading {path.name}", handle.tell(), size)
             yield first
             first = handle.read(BLOCK_BYTES)
 
@@ -96,7 +100,9 @@ def _gunzip_blocks(path: Path) -> Iterator[bytes]:
     more_members = True
     consumed = inflated = 0
     with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
         while more_members and (compressed := handle.read(BLOCK_BYTES // 4)):
+            progress.report(f"reading {path.name}", handle.tell(), size)  # by the file's own bytes
             while compressed and more_members:
                 member_open = True
                 fed = len(compressed)

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import networkx as nx
 
-from tracer.explain.diff import origin_where
-from tracer.graph.labels import format_bytes, format_count, format_gbps, format_ns, format_share
+from tracer.formatting import ANSWER_WORDS, format_confidence
 from tracer.join.source_lines import SourceLines
 from tracer.model import Analysis, Finding
+from tracer.render.columns import Column, finding_columns, origin_head
 from tracer.render.escape import html_text as h
 from tracer.render.escape import strip_control
+from tracer.render.table import evidence_text, hot_title, summary_lines
 
 SNIPPET_CONTEXT = 4  # source lines shown above and below the origin's line
 MAX_SOURCE_BYTES = 5_000_000  # a "source file" bigger than this is not read
@@ -39,6 +40,14 @@ code,pre{font-family:DejaVu Sans Mono,Menlo,Consolas,monospace;font-size:12px}
 .cat-communication{background:#bfe5b8}.cat-other,.cat-memset{background:#e3e3e3}.cat-memcpy{background:#fdd9b5}
 .graph{overflow:auto;border:1px solid #e5e5e5;padding:8px;background:#fff}
 .graph svg{max-width:100%;height:auto}
+#graph-full:checked~.graph svg{max-width:none}#graph-full:checked~.graph{max-height:92vh}
+#graph-full:checked~label .fit,#graph-full:not(:checked)~label .full{display:inline}
+label .fit,label .full{display:none}
+.zoom{display:inline-block;margin:0 0 6px;padding:2px 10px;border:1px solid #bbb;border-radius:12px}
+.zoom{font-size:13px;color:#444;cursor:pointer;user-select:none}.zoom-note{color:#777;font-size:13px}
+.answer-ranked,.answer-ambiguous{color:#8a5a00}.answer-resolved{color:#555}
+details.kernel summary{font-family:DejaVu Sans Mono,Menlo,Consolas,monospace;font-size:12px}
+details.kernel code{display:block;white-space:pre-wrap;word-break:break-all;margin-top:4px}
 section.finding{border:1px solid #e5e5e5;border-radius:6px;padding:.6em 1em;margin:1em 0}
 section.finding h3{margin:.2em 0 .5em;font-size:1.05em}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0}dt{color:#666}dd{margin:0}
@@ -83,56 +92,44 @@ def _category_class(category: str) -> str:
 
 
 def _summary(analysis: Analysis) -> str:
-    facts = []
-    if analysis.device:
-        facts.append(f"device <b>{h(analysis.device)}</b>")
-    if analysis.steps:
-        step = f"<b>{analysis.steps}</b> steps"
-        if analysis.step_ns:
-            step += f" of <b>{h(format_ns(analysis.step_ns))}</b>"
-        facts.append(step)
-    basis = "GPU" if analysis.time_basis == "gpu" else "CPU"
-    facts.append(f"{basis} time <b>{h(format_ns(analysis.total_ns))}</b>")
-    if analysis.gpu_busy_fraction is not None:
-        facts.append(f"GPU busy <b>{h(format_share(analysis.gpu_busy_fraction))}</b> of the window")
-    facts.append(f"<b>{h(format_share(analysis.attributed_fraction))}</b> of it attributed to a source line")
-    if analysis.replay_fraction:
-        facts.append(f"{h(format_share(analysis.replay_fraction))} replayed from CUDA graphs")
-    if analysis.layers:
-        facts.append(f"{analysis.layers} layers")
+    """The terminal's summary lines (`tracer.render.table.summary_lines`), word for word."""
+    lines = "<br>".join(h(line) for line in summary_lines(analysis)[1:])
     notes = "".join(f"<li>{h(note)}</li>" for note in analysis.notes)
-    return f'<p class="summary">{" · ".join(facts)}</p>' + (
-        f'<ul class="muted">{notes}</ul>' if notes else ""
-    )
+    return f'<p class="summary">{lines}</p>' + (f'<ul class="muted">{notes}</ul>' if notes else "")
 
 
-def _findings_table(findings: Sequence[Finding]) -> str:
-    head = (
-        "<tr><th>#</th><th>share</th><th>time</th><th>calls/step</th><th>per call</th><th>bytes/call</th>"
-        "<th>bandwidth</th><th>kernel</th><th>origin</th><th>category</th></tr>"
+def _origin_html(finding: Finding, index: int) -> str:
+    origin = finding.origin
+    answer = origin.answer
+    title = ANSWER_WORDS[answer] + (
+        f", confidence {format_confidence(origin.confidence)}" if origin.line else ""
     )
-    rows = []
-    for index, finding in enumerate(findings, 1):
-        origin = finding.origin
-        calls = (
-            format_count(finding.calls_per_step)
-            if finding.calls_per_step is not None
-            else f"{finding.calls} total"
-        )
-        rate = format_gbps(finding.gbps) if finding.gbps else ""
-        if finding.gbps and finding.peak_fraction is not None:
-            rate += f" ({format_share(finding.peak_fraction)} of peak)"
-        where = origin_where(origin)
-        rows.append(
-            f"<tr><td class=num>{index}</td><td class=num>{h(format_share(finding.share))}</td>"
-            f"<td class=num>{h(format_ns(finding.total_ns))}</td><td class=num>{h(calls)}</td>"
-            f"<td class=num>{h(format_ns(finding.per_call_ns))}</td>"
-            f"<td class=num>{h(format_bytes(finding.bytes_per_call)) if finding.bytes_per_call else ''}</td>"
-            f"<td class=num>{h(rate)}</td>"
-            f'<td><code title="{h(finding.kernel)}">{h(finding.kernel_short)}</code></td>'
-            f'<td><a href="#finding-{index}"><code>{h(where)}</code></a></td>'
-            f'<td><span class="cat {_category_class(finding.category)}">{h(finding.category)}</span></td></tr>'
-        )
+    link = f'<a href="#finding-{index}"><code class="answer-{h(answer)}" title="{h(title)}">{h(origin_head(origin))}</code></a>'
+    if origin.source:
+        link += f'<br><code class="muted">{h(origin.source.strip())}</code>'
+    return link
+
+
+def _html_cell(column: Column, finding: Finding, analysis: Analysis, index: int) -> str:
+    if column.name == "origin":
+        return f"<td>{_origin_html(finding, index)}</td>"
+    if column.name == "kernel":
+        return f'<td><code title="{h(finding.kernel)}">{h(finding.kernel_short)}</code></td>'
+    if column.name == "category":
+        return f'<td><span class="cat {_category_class(finding.category)}">{h(finding.category)}</span></td>'
+    css = " class=num" if column.justify == "right" else ""
+    return f"<td{css}>{h(column.text(finding, analysis))}</td>"
+
+
+def _findings_table(analysis: Analysis, findings: Sequence[Finding]) -> str:
+    columns = finding_columns(analysis)
+    head = "<tr><th>#</th>" + "".join(f"<th>{h(c.title(analysis))}</th>" for c in columns) + "</tr>"
+    rows = [
+        f"<tr><td class=num>{index}</td>"
+        + "".join(_html_cell(c, finding, analysis, index) for c in columns)
+        + "</tr>"
+        for index, finding in enumerate(findings, 1)
+    ]
     return f'<table class="findings">{head}{"".join(rows)}</table>'
 
 
@@ -157,25 +154,32 @@ def _snippet_html(finding: Finding, sources: SourceLines) -> str:
     return f'<pre class="snippet">{"".join(spans)}</pre>'
 
 
-def _finding_section(index: int, finding: Finding, sources: SourceLines) -> str:
+def _finding_section(index: int, finding: Finding, analysis: Analysis, sources: SourceLines) -> str:
     origin = finding.origin
-    where = origin_where(origin)
+    by_name = {c.name: c for c in finding_columns(analysis)}
+
+    def shown(name: str) -> str:
+        return h(by_name[name].text(finding, analysis)) if name in by_name else ""
+
+    kernel = f"<code>{h(finding.kernel_short)}</code>"
+    if finding.kernel != finding.kernel_short:  # a demangled template: the full name on request
+        kernel = (
+            f'<details class="kernel"><summary>{h(finding.kernel_short)}</summary>'
+            f"<code>{h(finding.kernel)}</code></details>"
+        )
     items: list[tuple[str, str]] = [
-        ("kernel", f"<code>{h(finding.kernel)}</code>"),
+        ("kernel" if analysis.time_basis == "gpu" else "op", kernel),
         ("category", f'<span class="cat {_category_class(finding.category)}">{h(finding.category)}</span>'),
-        ("time", h(f"{format_ns(finding.total_ns)} ({format_share(finding.share)}), {finding.calls} calls")),
+        ("time", f"{shown('time')} ({shown('share')}), {shown('calls')} calls"),
     ]
-    if finding.calls_per_step is not None:
-        items.append(("calls/step", h(format_count(finding.calls_per_step))))
+    if finding.calls_per_step is not None and "calls_per_step" in by_name:
+        items.append(("calls/step", shown("calls_per_step")))
     if finding.invariant:
         items.append(("invariant", h(finding.invariant)))
-    if finding.bytes_per_call:
-        items.append(("bytes/call", h(format_bytes(finding.bytes_per_call))))
-    if finding.gbps:
-        rate = format_gbps(finding.gbps)
-        if finding.peak_fraction is not None:
-            rate += f" ({format_share(finding.peak_fraction)} of peak)"
-        items.append(("bandwidth", h(rate)))
+    if finding.bytes_per_call is not None:
+        items.append(("bytes/call", shown("bytes")))
+    if finding.gbps is not None:
+        items.append(("GB/s (% peak)", shown("bandwidth")))
     if finding.shapes:
         items.append(("shapes", "<br>".join(f"<code>{h(shape)}</code>" for shape in finding.shapes)))
     if finding.waste:
@@ -186,9 +190,10 @@ def _finding_section(index: int, finding: Finding, sources: SourceLines) -> str:
         items.append(("ranges", f"<code>{h(' / '.join(origin.ranges))}</code>"))
     if origin.rule:
         items.append(("rule", f"<code>{h(origin.rule)}</code>"))
-    items.append(("confidence", h(f"{origin.confidence:.0%}")))
+    answer = f"{ANSWER_WORDS[origin.answer]}, " if origin.line is not None else ""
+    items.append(("answer", h(f"{answer}confidence {format_confidence(origin.confidence)}")))
     if origin.evidence:
-        items.append(("evidence", "<br>".join(h(line) for line in origin.evidence)))
+        items.append(("evidence", h(evidence_text(origin.evidence))))
     if origin.candidates:
         items.append(("candidates", "<br>".join(f"<code>{h(c)}</code>" for c in origin.candidates)))
     if origin.replay:
@@ -202,7 +207,10 @@ def _finding_section(index: int, finding: Finding, sources: SourceLines) -> str:
             )
         )
     body = "".join(f"<dt>{label}</dt><dd>{value}</dd>" for label, value in items)
-    title = f"{index}. {h(finding.kernel_short)} <span class=muted>from</span> <code>{h(where)}</code>"
+    title = (
+        f"{index}. {h(finding.kernel_short)} <span class=muted>from</span> "
+        f'<code class="answer-{h(origin.answer)}">{h(origin_head(origin))}</code>'
+    )
     return (
         f'<section class="finding" id="finding-{index}"><h3>{title}</h3>'
         f"{_snippet_html(finding, sources)}<dl>{body}</dl></section>"
@@ -229,9 +237,16 @@ def render_report(
     if graph is not None:
         from tracer.render.dot import render_svg
 
-        graph_html = f'<h2>Call graph</h2><div class="graph">{inline_svg(render_svg(graph))}</div>'
+        graph_html = (
+            # No script may run (the CSP): a checkbox and CSS switch between the two sizes.
+            '<h2>Call graph</h2><input type="checkbox" id="graph-full" hidden>'
+            '<label for="graph-full" class="zoom"><span class="full">&#10530; open full size</span>'
+            '<span class="fit">&#10529; fit to the page</span></label> '
+            '<span class="zoom-note">full size scrolls; hover a node for its full kernel name and line</span>'
+            f'<div class="graph">{inline_svg(render_svg(graph))}</div>'
+        )
     sources = SourceLines(source_roots)
-    sections = "".join(_finding_section(index, f, sources) for index, f in enumerate(findings, 1))
+    sections = "".join(_finding_section(index, f, analysis, sources) for index, f in enumerate(findings, 1))
     shown = (
         f"top {len(findings)} of {len(analysis.findings)}"
         if len(findings) < len(analysis.findings)
@@ -248,7 +263,9 @@ def render_report(
         f"<h1>kerneltrace: <code>{h(name)}</code></h1>"
         f'<p class="muted">{h(analysis.trace)}</p>'
         f"{_summary(analysis)}"
-        f"<h2>Hot kernels and where they come from ({h(shown)})</h2>{_findings_table(findings)}"
+        f"<h2>{h(hot_title(analysis)[:1].upper() + hot_title(analysis)[1:])} and where they come from "
+        f"({h(shown)})</h2>"
+        f"{_findings_table(analysis, findings)}"
         f"{graph_html}"
         f"<h2>Origins in detail</h2>{sections}"
         "</body></html>\n"

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-from tracer.model.finding import Analysis
+from tracer.model.finding import Analysis, Finding
+from tracer.render.columns import Column, finding_columns, origin_lines
 from tracer.render.escape import strip_control
-from tracer.render.table import (
-    DETAILED,
-    detail_lines,
-    format_bandwidth,
-    format_bytes,
-    format_calls_per_step,
-    format_ms,
-    format_us,
-    origin_lines,
-    summary_lines,
-)
+from tracer.render.table import DETAILED, detail_lines, summary_lines
 
 
 def cell(text: object) -> str:
@@ -39,22 +30,25 @@ def code(text: object) -> str:
     return f"{fence}{pad}{out}{pad}{fence}"
 
 
+def _markdown_cell(column: Column, finding: Finding, analysis: Analysis) -> str:
+    if column.name == "origin":
+        where = origin_lines(finding)
+        return code(where[0]) + "".join(f"<br>{code(extra)}" for extra in where[1:])
+    if column.name == "kernel":
+        return code(finding.kernel_short)
+    return cell(column.text(finding, analysis))
+
+
 def render_markdown(analysis: Analysis, top: int = 15, details: int = DETAILED) -> str:
+    columns = finding_columns(analysis)
     lines = [f"**kerneltrace explain** `{cell(analysis.trace)}`", ""]
     lines += [f"- {cell(line)}" for line in summary_lines(analysis)[1:]]
     lines.append("")
-    lines.append(
-        "| # | share | total ms | calls | calls/step | per call us | bytes/call | GB/s (% peak) | kernel | origin |"
-    )
-    lines.append("|--:|--:|--:|--:|--:|--:|--:|--:|---|---|")
+    lines.append("| # | " + " | ".join(cell(c.title(analysis)) for c in columns) + " |")
+    lines.append("|--:|" + "".join("--:|" if c.justify == "right" else "---|" for c in columns))
     for rank, finding in enumerate(analysis.findings[:top], start=1):
-        where = origin_lines(finding)
-        origin = code(where[0]) + "".join(f"<br>{code(extra)}" for extra in where[1:])
-        lines.append(
-            f"| {rank} | {finding.share:.1%} | {format_ms(finding.total_ns)} | {finding.calls} | "
-            f"{format_calls_per_step(finding)} | {format_us(finding.per_call_ns)} | {cell(format_bytes(finding))} | "
-            f"{cell(format_bandwidth(finding))} | {code(finding.kernel_short)} | {origin} |"
-        )
+        cells = " | ".join(_markdown_cell(c, finding, analysis) for c in columns)
+        lines.append(f"| {rank} | {cells} |")
     for rank, finding in enumerate(analysis.findings[:details], start=1):
         lines.append("")
         lines.append("```text")

@@ -6,8 +6,10 @@ from pathlib import Path
 
 from tracer.explain.ranks import CombinedFinding, RankFigure, RankReport, finding_label, rank_labels
 from tracer.explain.ranks.consistency import steps_agree
+from tracer.formatting import format_count, format_duration, format_share
+from tracer.render.fit import Cell, Fitted, TableColumn, print_fitted, render_fitted
 from tracer.render.markdown import cell, code
-from tracer.render.table import format_ms, safe, safe_lines
+from tracer.render.table import safe
 
 
 def _where(c: CombinedFinding) -> str:
@@ -16,30 +18,33 @@ def _where(c: CombinedFinding) -> str:
 
 def _per_unit(report: RankReport) -> tuple[str, str]:
     """(column unit, figure name): per step when the ranks agree on the steps, else per call."""
-    return ("ms/step", "per_step_ns") if steps_agree(report.ranks) else ("us/call", "per_call_ns")
+    return ("per step", "per_step_ns") if steps_agree(report.ranks) else ("per call", "per_call_ns")
 
 
 def _figure(f: RankFigure, field: str) -> str:
-    value = getattr(f, field)
-    return format_ms(value) if field == "per_step_ns" else f"{value / 1e3:.1f}"
+    return format_duration(getattr(f, field))
 
 
-def print_rank_report(report: RankReport, console, top: int = 15) -> None:
+def _calls(c: CombinedFinding) -> str:
+    return "/".join(sorted({format_count(f.calls_per_step) for f in c.ranks if f.calls_per_step is not None}))
+
+
+def print_rank_report(report: RankReport, console, top: int = 15, *, wide: bool = False) -> None:
     """The terminal rendering: one line per rank, the cross-rank statements, the combined table."""
-    from rich.table import Table
-
     console.print(safe(f"{report.directory}: {len(report.ranks)} ranks"))
     for r in report.ranks:
         a = r.analysis
         steps = (
-            f", {a.steps} steps by {a.step_method} ({format_ms(a.step_ns or 0)} ms/step)" if a.steps else ""
+            f", {a.steps} steps by {a.step_method} (a step takes {format_duration(a.step_ns)})"
+            if a.steps
+            else ""
         )
         top_finding = a.findings[0] if a.findings else None
-        hot = f"; top: {finding_label(top_finding)} {top_finding.share:.0%}" if top_finding else ""
+        hot = f"; top: {finding_label(top_finding)} {format_share(top_finding.share)}" if top_finding else ""
         console.print(
             safe(
-                f"rank {r.rank}: {Path(r.path).name}: {a.time_basis.upper()} {format_ms(a.total_ns)} ms{steps}, "
-                f"own work {format_ms(r.own_work_per_step_ns)} ms/{'step' if a.steps else 'trace'}{hot}"
+                f"rank {r.rank}: {Path(r.path).name}: {a.time_basis.upper()} {format_duration(a.total_ns)}{steps}, "
+                f"own work {format_duration(r.own_work_per_step_ns)}/{'step' if a.steps else 'trace'}{hot}"
             )
         )
         for note in a.notes:
@@ -50,26 +55,54 @@ def print_rank_report(report: RankReport, console, top: int = 15) -> None:
         console.print(safe(f"  - {line}"))
     ranks = [r.rank for r in report.ranks]
     unit, field = _per_unit(report)
-    table = Table(title="combined (same kernel and origin across ranks)", title_justify="left")
-    for header in ("#", "share", *(f"rank {r} {unit}" for r in ranks), "calls/step", "kernel", "origin"):
-        table.add_column(
-            header, justify="left" if header in ("kernel", "origin") else "right", overflow="fold"
+    combined = report.combined[:top]
+    columns = [
+        TableColumn("#", [Cell([str(i)]) for i in range(1, len(combined) + 1)], justify="right"),
+        TableColumn("share", [Cell([format_share(c.share)]) for c in combined], justify="right"),
+    ]
+    for rank in ranks:
+        cells = []
+        for c in combined:
+            per = {f.rank: f for f in c.ranks}
+            cells.append(Cell([_figure(per[rank], field) if rank in per else "-"]))
+        columns.append(TableColumn(f"rank {rank} {unit}", cells, justify="right", narrow_header=f"r{rank}"))
+    columns.append(
+        TableColumn(
+            "calls/step", [Cell([_calls(c) or "-"]) for c in combined], justify="right", narrow_header="/step"
         )
-    for index, c in enumerate(report.combined[:top], start=1):
-        per = {f.rank: f for f in c.ranks}
-        calls = sorted({f"{f.calls_per_step:g}" for f in c.ranks if f.calls_per_step is not None})
-        origin = [_where(c)]
-        if c.source:
-            origin.append(c.source.strip())
-        table.add_row(
-            str(index),
-            f"{c.share:.1%}",
-            *(_figure(per[r], field) if r in per else "-" for r in ranks),
-            "/".join(calls) or "-",
-            safe(c.kernel_short),
-            safe_lines(origin),
+    )
+    columns.append(
+        TableColumn(
+            "kernel", [Cell([c.kernel_short]) for c in combined], flex="middle", grow=1, comfortable=20
         )
-    console.print(table)
+    )
+    columns.append(
+        TableColumn(
+            "origin",
+            [
+                Cell(
+                    [
+                        Fitted(_where(c), lambda w, c=c: _shortened(_where(c), w)),
+                        *([c.source.strip()] if c.source else []),
+                    ]
+                )
+                for c in combined
+            ],
+            flex="end",
+            comfortable=28,
+        )
+    )
+    title = "combined (same kernel and origin across ranks)"
+    width = None if wide else console.width
+    table = render_fitted(columns, width, title=title)
+    print_fitted(console, table, columns, wide)
+
+
+def _shortened(where: str, width: int) -> str:
+    """A ``file:line`` shortened from the left (never broken); a context without a line cut to fit."""
+    from tracer.formatting import cut_end, shorten_path
+
+    return shorten_path(where, width) if ":" in where and "/" in where else cut_end(where, width)
 
 
 def rank_report_markdown(report: RankReport, top: int = 15) -> str:
@@ -83,14 +116,15 @@ def rank_report_markdown(report: RankReport, top: int = 15) -> str:
     for index, c in enumerate(report.combined[:top], start=1):
         per = {f.rank: f for f in c.ranks}
         values = " | ".join(_figure(per[r], field) if r in per else "-" for r in ranks)
-        lines.append(f"| {index} | {c.share:.1%} | {values} | {code(c.kernel_short)} | {code(_where(c))} |")
+        lines.append(
+            f"| {index} | {format_share(c.share)} | {values} | {code(c.kernel_short)} | {code(_where(c))} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def rank_report_html(report: RankReport, rank_pages: dict[str, str] | None = None, top: int = 20) -> str:
     """The combined page of a directory's HTML reports: per rank a line (linked to its own report,
     ``rank_pages``: rank label -> relative file name), the cross-rank statements, the combined table."""
-    from tracer.graph.labels import format_ns, format_share
     from tracer.render.escape import html_text as h
     from tracer.render.html import CSS
 
@@ -100,7 +134,7 @@ def rank_report_html(report: RankReport, rank_pages: dict[str, str] | None = Non
         a = r.analysis
         name = h(Path(r.path).name)
         link = f'<a href="{h(pages[label])}">{name}</a>' if label in pages else name
-        steps = f", {a.steps} steps of {h(format_ns(a.step_ns or 0))}" if a.steps else ""
+        steps = f", {a.steps} steps of {h(format_duration(a.step_ns or 0))}" if a.steps else ""
         top_finding = a.findings[0] if a.findings else None
         hot = (
             f"; top: <code>{h(finding_label(top_finding))}</code> {h(format_share(top_finding.share))}"
@@ -108,8 +142,8 @@ def rank_report_html(report: RankReport, rank_pages: dict[str, str] | None = Non
             else ""
         )
         items.append(
-            f"<li><b>rank {r.rank}</b>: {link}: {a.time_basis.upper()} {h(format_ns(a.total_ns))}{h(steps)}, "
-            f"own work {h(format_ns(r.own_work_per_step_ns))}/{'step' if a.steps else 'trace'}{hot}</li>"
+            f"<li><b>rank {r.rank}</b>: {link}: {a.time_basis.upper()} {h(format_duration(a.total_ns))}{h(steps)}, "
+            f"own work {h(format_duration(r.own_work_per_step_ns))}/{'step' if a.steps else 'trace'}{hot}</li>"
         )
     statements = "".join(f"<li>{h(line)}</li>" for line in (*report.consistency, *report.notes))
     ranks = [r.rank for r in report.ranks]
@@ -122,9 +156,9 @@ def rank_report_html(report: RankReport, rank_pages: dict[str, str] | None = Non
     rows = []
     for index, c in enumerate(report.combined[:top], start=1):
         per = {f.rank: f for f in c.ranks}
-        calls = "/".join(sorted({f"{f.calls_per_step:g}" for f in c.ranks if f.calls_per_step is not None}))
+        calls = _calls(c)
         cells = "".join(
-            f"<td class=num>{h(format_ns(per[r].per_step_ns if per_step else per[r].per_call_ns)) if r in per else '-'}</td>"
+            f"<td class=num>{h(format_duration(per[r].per_step_ns if per_step else per[r].per_call_ns)) if r in per else '-'}</td>"
             for r in ranks
         )
         rows.append(

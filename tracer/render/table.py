@@ -1,4 +1,5 @@
-"""The terminal rendering of an `Analysis`: a rich table of hot kernels and the origin of the top ones.
+"""The terminal rendering of an `Analysis`: the summary, a table of hot kernels fitted to the
+terminal's width (`tracer.render.fit`) and the origin of the top ones in detail.
 
 Every string from the trace (kernel and function names, paths, source text) is untrusted: it is
 shown as `rich.text.Text` (never parsed as markup) after control characters are stripped.
@@ -7,15 +8,29 @@ shown as `rich.text.Text` (never parsed as markup) after control characters are 
 from __future__ import annotations
 
 from rich.console import Console, Group
-from rich.table import Table
 from rich.text import Text
 
-from tracer.explain.bandwidth import human_bytes
+from tracer.formatting import (
+    ANSWER_WORDS,
+    format_bandwidth,
+    format_bytes,
+    format_confidence,
+    format_duration,
+    format_share,
+)
 from tracer.model.finding import Analysis, Finding
+from tracer.model.origin import AMBIGUOUS, EXACT, RANKED, RESOLVED
+from tracer.render.columns import Column, finding_columns, origin_head, origin_lines
 from tracer.render.escape import strip_control
+from tracer.render.fit import Cell, Fitted, TableColumn, print_fitted, render_fitted
 
 DETAILED = 3  # findings whose origin chain is spelled out below the table
 CHAIN_FRAMES = 4  # innermost user frames shown in a chain
+LAUNCH_BOUND_BELOW = 0.6  # as tracer.explain.analyse words it
+GROW = {"origin": 0, "kernel": 1}  # spare width goes to the origin first, then the kernel name
+# Widths worth dropping other columns for: a kernel name this wide reads, a path this wide keeps
+# its directory; past them the spare width goes to the origin first, then the kernel.
+COMFORTABLE = {"kernel": 20, "origin": 28}
 
 
 def safe(text: object) -> Text:
@@ -28,71 +43,65 @@ def safe_lines(lines: list[str]) -> Text:
     return Text("\n".join(strip_control(line) for line in lines))
 
 
-def format_ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f}"
+def hot_title(analysis: Analysis) -> str:
+    return "hot kernels" if analysis.time_basis == "gpu" else "hot CPU ops"
 
 
-def format_us(ns: float) -> str:
-    return f"{ns / 1e3:.1f}"
+def device_line(analysis: Analysis) -> str:
+    """``NVIDIA H200, peak 4,800 GB/s, 78 layers``."""
+    device = analysis.device or ("CPU" if analysis.time_basis == "cpu" else "unknown device")
+    peak = f", peak {format_bandwidth(analysis.peak_gbps, None)}" if analysis.peak_gbps else ""
+    layers = f", {analysis.layers} layers" if analysis.layers else ""
+    return device + peak + layers
 
 
-def format_calls_per_step(finding: Finding) -> str:
-    if finding.calls_per_step is None:
-        return "-"
-    value = finding.calls_per_step
-    return f"{value:.0f}" if abs(value - round(value)) < 0.005 else f"{value:.2f}"
+def time_line(analysis: Analysis) -> str:
+    """``GPU time 155.48 ms = 77.74 ms/step over 2 steps; a step takes 136.52 ms (wall, mean)``: the
+    time counted, per step, and the steps' own length (a step's wall time holds the gaps between
+    kernels too, so it is not the time divided by the steps)."""
+    basis = "GPU time" if analysis.time_basis == "gpu" else "CPU op time (no GPU activity in the trace)"
+    line = f"{basis} {format_duration(analysis.total_ns)}"
+    if analysis.steps:
+        line += (
+            f" = {format_duration(analysis.total_ns / analysis.steps)}/step over {analysis.steps} steps; "
+            f"a step takes {format_duration(analysis.step_ns)} (wall, mean)"
+        )
+    return line
 
 
-def format_bandwidth(finding: Finding) -> str:
-    if finding.gbps is None:
-        return "-"
-    text = f"{finding.gbps:,.0f}" if finding.gbps >= 10 else f"{finding.gbps:.2f}"
-    if finding.peak_fraction is not None:
-        text += f" ({finding.peak_fraction:.0%})"
-    return text
+def answer_shares(analysis: Analysis) -> dict[str, float]:
+    """The share of the time behind each kind of answer: the findings' own times, summed (exact
+    integers, so all of them is 100%, not 99.99...%)."""
+    times: dict[str, int] = {}
+    for finding in analysis.findings:
+        times[finding.origin.answer] = times.get(finding.origin.answer, 0) + finding.total_ns
+    return {answer: ns / analysis.total_ns for answer, ns in times.items()} if analysis.total_ns else {}
 
 
-def format_bytes(finding: Finding) -> str:
-    if finding.bytes_per_call is None:
-        return "-"
-    prefix = "~" if finding.bytes_basis == "estimate" else ""
-    return prefix + human_bytes(finding.bytes_per_call)
-
-
-def origin_lines(finding: Finding) -> list[str]:
-    """``file:line`` (or the best context) and the line's source text."""
-    origin = finding.origin
-    if origin.file is not None and origin.line is not None:
-        head = origin.location
-    elif origin.frames:
-        caller, innermost = origin.caller_frame, origin.frames[-1]
-        head = (caller or innermost).label
-        if caller is not None and innermost is not caller and innermost.file.startswith("<"):
-            head += f" > {innermost.function}"
-    elif origin.replay:
-        head = "<CUDA graph replay>"
-    elif origin.before_trace:
-        head = origin.key
-    else:
-        head = " > ".join(origin.ops) or "<unknown>"
-    lines = [head]
-    if origin.source:
-        lines.append(origin.source.strip())
-    if origin.rule:
-        lines.append(f"rule {origin.rule}")
-    return lines
+def attribution_line(analysis: Analysis) -> str:
+    """How much of the time has a line, and how far those lines can be trusted."""
+    line = f"attributed to a source line: {format_share(analysis.attributed_fraction)} of the time"
+    shares = answer_shares(analysis)
+    kinds = [
+        f"{ANSWER_WORDS[kind]} {format_share(shares[kind])}"
+        for kind in (EXACT, RESOLVED, AMBIGUOUS, RANKED)
+        if shares.get(kind)
+    ]
+    if kinds and not (len(kinds) == 1 and EXACT in shares):
+        line += f" ({', '.join(kinds)})"
+    if shares.get(RANKED):
+        line += "; ~file:line? is a ranking of candidates, not a match (no Python frames)"
+    if analysis.replay_fraction:
+        line += (
+            f"; CUDA graph replays {format_share(analysis.replay_fraction)}"
+            f" ({format_share(analysis.replay_attributed_fraction)} of them attributed)"
+        )
+    return line
 
 
 def summary_lines(analysis: Analysis) -> list[str]:
     """The lines above the table: what was analysed and how busy the GPU was."""
-    basis = "GPU time" if analysis.time_basis == "gpu" else "CPU op time (no GPU activity in the trace)"
-    device = analysis.device or ("CPU" if analysis.time_basis == "cpu" else "unknown device")
-    peak = f", peak {analysis.peak_gbps:,.0f} GB/s" if analysis.peak_gbps else ""
-    lines = [f"{analysis.trace}", f"{device}{peak}; {basis} {format_ms(analysis.total_ns)} ms"]
-    if analysis.steps:
-        lines[-1] += f" over {analysis.steps} steps ({format_ms(analysis.step_ns or 0)} ms/step)"
-    if analysis.layers:
-        lines[-1] += f", {analysis.layers} layers"
+    lines = [f"{analysis.trace}", device_line(analysis), time_line(analysis)]
     if analysis.steps:  # how the steps were found (tracer.explain.steps): method and first evidence
         evidence = f": {analysis.step_evidence[0]}" if analysis.step_evidence else ""
         lines.append(f"steps by {analysis.step_method}{evidence}")
@@ -100,50 +109,54 @@ def summary_lines(analysis: Analysis) -> list[str]:
             lines.append("calls/step are approximate (~): the step evidence disagrees; see the notes")
     if analysis.gpu_busy_fraction is not None:
         busy = analysis.gpu_busy_fraction
-        bound = ": launch-bound" if busy < 0.6 else ""
+        bound = ": launch-bound" if busy < LAUNCH_BOUND_BELOW else ""
         lines.append(
-            f"GPU busy {busy:.0%} of the {format_ms(analysis.window_ns)} ms window (idle {1 - busy:.0%}){bound}"
+            f"GPU busy {format_share(busy)} of the {format_duration(analysis.window_ns)} window "
+            f"(idle {format_share(1 - busy)}){bound}"
         )
-    line = f"attributed to a source line: {analysis.attributed_fraction:.0%} of the time"
-    if analysis.replay_fraction:
-        line += (
-            f"; CUDA graph replays {analysis.replay_fraction:.0%}"
-            f" ({analysis.replay_attributed_fraction:.0%} of them attributed)"
-        )
-    lines.append(line)
+    lines.append(attribution_line(analysis))
     return lines
 
 
-def findings_table(analysis: Analysis, top: int) -> Table:
-    title = "hot kernels" if analysis.time_basis == "gpu" else "hot CPU ops"
-    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
-    for header, justify in (
-        ("#", "right"),
-        ("share", "right"),
-        ("total ms", "right"),
-        ("calls", "right"),
-        ("calls/step", "right"),
-        ("per call us", "right"),
-        ("bytes/call", "right"),
-        ("GB/s (% peak)", "right"),
-        ("kernel" if analysis.time_basis == "gpu" else "op", "left"),
-        ("origin", "left"),
-    ):
-        table.add_column(header, justify=justify, overflow="fold")
-    for rank, finding in enumerate(analysis.findings[:top], start=1):
-        table.add_row(
-            str(rank),
-            f"{finding.share:.1%}",
-            format_ms(finding.total_ns),
-            str(finding.calls),
-            format_calls_per_step(finding),
-            format_us(finding.per_call_ns),
-            format_bytes(finding),
-            format_bandwidth(finding),
-            safe(finding.kernel_short),
-            safe_lines(origin_lines(finding)),
+def _cell(column: Column, finding: Finding, analysis: Analysis) -> Cell:
+    if column.name == "origin":
+        origin = finding.origin
+        head = Fitted(origin_head(origin), lambda width, o=origin: origin_head(o, width))
+        return Cell([head, *origin_lines(finding)[1:]])
+    return Cell(column.text(finding, analysis).split("\n"))
+
+
+def table_columns(analysis: Analysis, top: int) -> list[TableColumn]:
+    """The findings table's columns (`tracer.render.columns`) filled with the top findings."""
+    findings = analysis.findings[:top]
+    columns = [TableColumn("#", [Cell([str(rank)]) for rank in range(1, len(findings) + 1)], justify="right")]
+    for column in finding_columns(analysis):
+        columns.append(
+            TableColumn(
+                column.title(analysis),
+                [_cell(column, finding, analysis) for finding in findings],
+                justify=column.justify,
+                drop=column.drop_order(analysis),
+                narrow_header=column.narrow_header,
+                flex="end" if column.flex == "origin" else column.flex,
+                min_width=12,
+                grow=GROW.get(column.name, 9),
+                comfortable=COMFORTABLE.get(column.name),
+            )
         )
-    return table
+    return columns
+
+
+def findings_table(analysis: Analysis, top: int, width: int | None = None):  # -> rich Table
+    return render_fitted(table_columns(analysis, top), width, title=hot_title(analysis))
+
+
+def evidence_text(evidence: tuple[str, ...]) -> str:
+    """The evidence as one sentence: items joined by "; ", a heading ending in ":" by a space."""
+    text = ""
+    for item in evidence:
+        text += item if not text else (" " if text.endswith(":") else "; ") + item
+    return text or "none"
 
 
 FUSED_SHOWN = 8
@@ -157,8 +170,9 @@ def detail_lines(finding: Finding, rank: int) -> list[str]:
     shown = frames[-CHAIN_FRAMES:]
     chain = [*(f"range {r}" for r in origin.ranges), *(["..."] if len(frames) > len(shown) else []), *shown]
     chain += [*origin.ops] + ([finding.kernel_short] if finding.kernel_short not in origin.ops[-1:] else [])
-    lines = [f"#{rank} {finding.kernel_short}  [{finding.category}]  {finding.share:.1%}"]
-    lines.append("  origin: " + origin_lines(finding)[0])
+    lines = [f"#{rank} {finding.kernel_short}  [{finding.category}]  {format_share(finding.share)}"]
+    answer = f"  ({ANSWER_WORDS[origin.answer]})" if origin.line is not None else ""
+    lines.append("  origin: " + origin_head(origin) + answer)
     if origin.source:
         lines.append(f"    {origin.source.strip()}")
     lines.append("  chain: " + " > ".join(chain))
@@ -170,27 +184,29 @@ def detail_lines(finding: Finding, rank: int) -> list[str]:
         lines.append(f"  invariant: {finding.invariant}")
     if finding.bytes_per_call is not None:
         basis = {"estimate": "estimated", "shapes": "from shapes", "device": "from the copy's byte count"}
-        speed = f"{finding.gbps:,.1f} GB/s" if finding.gbps is not None else ""
-        if finding.peak_fraction is not None:
-            speed += f" = {finding.peak_fraction:.0%} of peak"
         lines.append(
-            f"  bytes: {human_bytes(finding.bytes_per_call)}/call ({basis.get(finding.bytes_basis or '', '')}), {speed}"
+            f"  bytes: {format_bytes(finding.bytes_per_call)}/call "
+            f"({basis.get(finding.bytes_basis or '', '')}), {format_bandwidth(finding.gbps, finding.peak_fraction)}"
         )
     if finding.shapes:
         lines.append("  shapes: " + "; ".join(finding.shapes))
     if finding.waste:
         lines.append(f"  WASTE: {finding.waste}")
-    evidence = "; ".join(origin.evidence) if origin.evidence else "none"
-    lines.append(f"  confidence {origin.confidence:.2f}; evidence: {evidence}")
+    lines.append(
+        f"  confidence {format_confidence(origin.confidence)}; evidence: {evidence_text(origin.evidence)}"
+    )
     if origin.candidates:
         lines.append("  candidates: " + ", ".join(origin.candidates[:5]))
     return lines
 
 
-def render_table(analysis: Analysis, top: int = 15, details: int = DETAILED) -> Group:
-    """Everything `kerneltrace explain` prints for people, as one rich renderable."""
+def render_table(
+    analysis: Analysis, top: int = 15, details: int = DETAILED, width: int | None = None
+) -> Group:
+    """Everything `kerneltrace explain` prints for people, as one rich renderable, its table fitted
+    to `width` columns (None: every column whole)."""
     parts: list = [safe_lines(summary_lines(analysis))]
-    parts.append(findings_table(analysis, top))
+    parts.append(findings_table(analysis, top, width))
     for rank, finding in enumerate(analysis.findings[:details], start=1):
         parts.append(safe_lines(["", *detail_lines(finding, rank)]))
     if analysis.notes:
@@ -198,5 +214,8 @@ def render_table(analysis: Analysis, top: int = 15, details: int = DETAILED) -> 
     return Group(*parts)
 
 
-def print_table(analysis: Analysis, console: Console, top: int = 15) -> None:
-    console.print(render_table(analysis, top))
+def print_table(analysis: Analysis, console: Console, top: int = 15, *, wide: bool = False) -> None:
+    """The explain output on `console`, fitted to its width (``wide``: every column whole, however
+    wide the table gets)."""
+    columns = table_columns(analysis, top) if wide else None
+    print_fitted(console, render_table(analysis, top, width=None if wide else console.width), columns, wide)

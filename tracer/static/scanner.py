@@ -11,7 +11,7 @@ import time
 import tokenize
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from io import BytesIO
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from tracer.model.site import Site
+from tracer.progress import report as report_progress
 from tracer.static.cache import ScanCache, default_cache_dir, entry_key
 from tracer.static.files import SourceFile, discover
 from tracer.static.rules import RuleSet, load_rule_set
@@ -247,7 +248,8 @@ def scan(
     """Map every copy/cast/layout site under `paths` (files or directories).
 
     `cache_dir=None` uses the default cache (`$XDG_CACHE_HOME/kerneltrace`), `False` disables it.
-    `progress(done, total)` is called as files finish. Raises `InputError` for a missing path or a
+    `progress(done, total)` is called as files finish, in bytes of source (the scan's pace: big files
+    go first to the workers, so a count of files would crawl, then race). Raises `InputError` for a missing path or a
     bad rule file; files that cannot be read or parsed are listed in `ScanResult.skipped`.
     Files are read, looked up, scanned and let go batch by batch: memory holds one batch of source.
     """
@@ -259,6 +261,17 @@ def scan(
     results: dict[int, FileScan] = {}
     cache_hits = 0
     pool = _Pool(rules, jobs)
+    sizes = [_file_size(file.absolute) for file in files]
+    total_bytes = sum(sizes)
+    done_bytes = 0
+
+    def advance(finished: Iterable[int]) -> None:
+        nonlocal done_bytes
+        done_bytes += sum(sizes[i] for i in finished)
+        if progress:
+            progress(done_bytes, total_bytes)
+        report_progress("scanning source", done_bytes, total_bytes)
+
     try:
         for batch in _read_batches(files):
             sources = {i: s for i, s in batch.items() if isinstance(s, bytes)}
@@ -275,9 +288,8 @@ def scan(
                     results[index] = FileScan(tuple(sites), skipped)
                     cache_hits += 1
             todo = [i for i in sources if keys[i] not in cached]
-            if progress:
-                progress(len(results), total)
-            fresh = pool.scan(files, sources, todo, progress, len(results), total)
+            advance(i for i in batch if i in results)
+            fresh = pool.scan(files, sources, todo, advance)
             results.update(fresh)
             if cache is not None:
                 cache.put_many((keys[i], list(r.sites), r.skipped) for i, r in fresh.items())
@@ -296,6 +308,13 @@ def scan(
         skipped.extend(SkippedFile(file.relative, note) for note in result.notes)
     sites.sort(key=lambda s: (-s.risk, s.path, s.line, s.col))
     return ScanResult(tuple(sites), total, tuple(skipped), time.perf_counter() - started, cache_hits)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # gone or unreadable: its reason is found when it is read
+        return 0
 
 
 BATCH_BYTES = 64 << 20  # source read ahead of the scan: bounds the scan's memory
@@ -330,9 +349,7 @@ class _Pool:
         files: list[SourceFile],
         sources: dict[int, bytes],
         todo: list[int],
-        progress: Callable[[int, int], None] | None,
-        done: int,
-        total: int,
+        advance: Callable[[Iterable[int]], None],
     ) -> dict[int, FileScan]:
         from tracer.static import fastscan
 
@@ -341,10 +358,14 @@ class _Pool:
         if self.jobs <= 1 or (todo_bytes < _IN_PROCESS_BYTES and self._executor is None):
             if self._patterns is None:
                 self._patterns = (fastscan.prefilter_pattern(self.rules), fastscan.alias_pattern(self.rules))
-            for count, index in enumerate(todo, 1):
+            finished: list[int] = []
+            for index in todo:
                 results[index] = _guarded(sources[index], files[index].relative, self.rules, self._patterns)
-                if progress and (count % 20 == 0 or count == len(todo)):
-                    progress(done + count, total)
+                finished.append(index)
+                if len(finished) == 20:
+                    advance(finished)
+                    finished = []
+            advance(finished)
             return results
         # Big files first so that no worker is left with a large file at the end; chunks of similar size.
         order = sorted(todo, key=lambda i: -len(sources[i]))
@@ -372,9 +393,7 @@ class _Pool:
             chunk = futures[future]
             for index, result in zip(chunk, future.result()):
                 results[index] = result
-            done += len(chunk)
-            if progress:
-                progress(done, total)
+            advance(chunk)
         return results
 
     def close(self) -> None:
