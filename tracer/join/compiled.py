@@ -124,20 +124,27 @@ class CompiledKernels:
                     *region_evidence(region),
                 ),
             )
+        problems = tuple(self.sources.problems)
+        launch_op = self._launch_op(join, anchor, graph) if graph is not None else NONE
+        if graph is not None and launch_op == NONE:  # a stale module, or another compile's
+            problems += (
+                f"{short_name(graph.read_from)} makes no launch of this kernel (stale, or another compile's): not used",
+            )
+            graph = None
         if graph is None:
             graph = self._graph_from_trace(join, span, region.graph)
-        launch_op = self._launch_op(join, anchor, graph) if graph is not None else NONE
+            launch_op = self._launch_op(join, anchor, graph) if graph is not None else NONE
         if graph is None or launch_op == NONE:
             why = f"launched by {where}, by none of the launches its code makes"
-            return replace(base, compiled=region, evidence=(why, *region_evidence(region)))
+            return replace(base, compiled=region, evidence=(why, *problems, *region_evidence(region)))
         name = op_launch_name(table.name[launch_op])
         rows = self._same_launches(join, span, name)
         same = [launch for launch in graph.launches if launch.op_name == name]
         k = min(rows.index(launch_op) if launch_op in rows else 0, len(same) - 1)
-        notes: tuple[str, ...] = ()
+        notes: tuple[str, ...] = problems
         penalty = 1.0
         if len(rows) != len(same):
-            notes = (
+            notes += (
                 f"this run launched {name} {len(rows)} time(s), the generated code {len(same)}: took the {k + 1}th",
             )
             penalty = MISCOUNTED

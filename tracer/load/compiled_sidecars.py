@@ -75,6 +75,7 @@ class CompiledSources:
         self._modules: dict[str, CompiledGraph | None] = {}
         self.logs: list[Path] = []
         self.module_dirs: list[Path] = []
+        self.problems: list[str] = []  # sidecars found but not (wholly) read, one line each
 
     # -- lookups --------------------------------------------------------------------------------------
     def by_module(self, module: str) -> CompiledGraph | None:
@@ -95,7 +96,7 @@ class CompiledSources:
     def graphs(self) -> list[CompiledGraph]:
         if self._graphs is None:
             self._find()
-            self._graphs = read_compiled_graphs(self.logs)
+            self._graphs = read_compiled_graphs(self.logs, self.problems)
         return self._graphs
 
     # -- finding ------------------------------------------------------------------------------------
@@ -107,10 +108,12 @@ class CompiledSources:
             if name.startswith(TORCH_TRACE_PREFIX) or name.endswith(
                 (".torch_trace.log", ".torch_trace.log.gz")
             ):
-                if _is_dir(entry):
-                    self.logs.extend(p for p in _entries(entry) if _is_file(p) and is_structured_log(p))
-                elif _is_file(entry) and is_structured_log(entry):
-                    self.logs.append(entry)
+                files = [p for p in _entries(entry) if _is_file(p)] if _is_dir(entry) else [entry]
+                for file in files:
+                    if is_structured_log(file):
+                        self.logs.append(file)
+                    elif _is_file(file):
+                        self.problems.append(f"{file.name} beside the trace is not a structured trace (corrupt?): not used")
             elif (name == GENERATED_DIR or name.endswith(".generated")) and _is_dir(entry):
                 self.module_dirs.append(entry)
                 self.module_dirs.extend(p for p in _entries(entry) if _is_dir(p))
@@ -126,11 +129,14 @@ class CompiledSources:
                 text = read_side_input(candidate, "generated module", MAX_MODULE_BYTES).decode(
                     "utf-8", "replace"
                 )
-            except InputError:
+            except InputError as err:
+                if _is_file(candidate):  # there, yet unreadable
+                    self.problems.append(f"{name} could not be read ({err.problem}): not used")
                 continue
-            if text:
-                code = parse_generated_code(text)
+            code = parse_generated_code(text)
+            if code.launches:
                 return CompiledGraph(module=module, launches=code.launches, read_from=str(candidate))
+            self.problems.append(f"{candidate.name} launches nothing (not an Inductor-generated module?): not used")
         return None
 
 

@@ -52,14 +52,18 @@ def is_structured_log(path: Path) -> bool:
     return "] {" in head
 
 
-def read_compiled_graphs(paths: Iterable[Path]) -> list[CompiledGraph]:
-    """Every graph Inductor compiled, from the structured trace files `paths` (unreadable ones skipped)."""
+def read_compiled_graphs(paths: Iterable[Path], problems: list[str] | None = None) -> list[CompiledGraph]:
+    """Every graph Inductor compiled, from the structured trace files `paths`; a damaged file gives
+    the graphs read before the damage, and a line in `problems` (a sidecar never stops the explain)."""
     graphs: list[CompiledGraph] = []
     for path in paths:
+        reader = _Reader(path)
         try:
-            graphs.extend(_Reader(path).graphs())
-        except (OSError, EOFError, ValueError, gzip.BadGzipFile, UnicodeError):
-            continue  # a damaged sidecar costs its provenance, never the explain
+            reader.read()
+        except (OSError, EOFError, ValueError, gzip.BadGzipFile, UnicodeError) as err:
+            if problems is not None:
+                problems.append(f"{path.name} is damaged ({type(err).__name__}: {str(err)[:80]}): read up to there")
+        graphs.extend(reader.finish())
     return graphs
 
 
@@ -150,7 +154,7 @@ class _Reader:
         self.compiles: dict[tuple, dict[str, Any]] = {}  # (frame id, compile id, attempt) -> state
         self.done: list[CompiledGraph] = []
 
-    def graphs(self) -> list[CompiledGraph]:
+    def read(self) -> None:
         for header, payload in _records(_open(self.path)):
             if not _wanted(header):
                 continue
@@ -160,6 +164,8 @@ class _Reader:
                 continue
             if isinstance(record, dict):
                 self._record(record, "".join(line[1:] for line in payload))
+
+    def finish(self) -> list[CompiledGraph]:
         for state in self.compiles.values():
             self._finish(state)
         return self.done
