@@ -13,7 +13,7 @@ join's hook for them (`OriginBuilder._build` asks `launched_by`, then `origin`):
 - the region: the compiled function's frame (the user frame the generated code runs under) and the
   line that called it (the user frame above Dynamo's: CallFrom, else the alignment of its run).
 A CUDA-graph replay of compiled code gets the region here and its lines in `attribute_compiled_replays`
-(`tracer.join.compiled_replays`), by kernel name, after the join.
+(`tracer.join.replay.compiled`), by kernel name, after the join.
 """
 
 from __future__ import annotations

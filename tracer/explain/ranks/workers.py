@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tracer.errors import InputError
 from tracer.explain.ranks.consistency import combine, consistency, step_methods_to_align
 from tracer.explain.ranks.files import find_rank_traces
-from tracer.errors import InputError
 from tracer.explain.ranks.records import Collective, RankReport, RankResult
 from tracer.model.events import Cat, Trace
 
