@@ -68,9 +68,7 @@ def launch_key(attributions: Attributions, i: int) -> str:
 
 
 def compiled_rows(attributions: Attributions) -> list[int]:
-    return [
-        i for i, o in enumerate(attributions.origin_ids) if attributions.origins[o].compiled is not None
-    ]
+    return [i for i, o in enumerate(attributions.origin_ids) if attributions.origins[o].compiled is not None]
 
 
 def read_truth(path: Path) -> dict[str, dict[str, frozenset[tuple[str, int]]]]:
@@ -204,7 +202,10 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "compiled"
 H200_CASES = ("fused_cast_silu", "rmsnorm", "mlp", "kv_cast_gather", "llama_whole", "rmsnorm_cudagraphs")
 CPU_CASES = ("fused_cast_silu", "rmsnorm", "mlp", "kv_cast_gather", "llama_whole")
 FIXTURE_DIRS = {"h200": FIXTURES, "cpu": FIXTURES / "cpu"}
-TRUTH = {"h200": Path(__file__).resolve().parent / "truth_h200.txt", "cpu": Path(__file__).resolve().parent / "truth_cpu.txt"}
+TRUTH = {
+    "h200": Path(__file__).resolve().parent / "truth_h200.txt",
+    "cpu": Path(__file__).resolve().parent / "truth_cpu.txt",
+}
 # What is left beside the trace, best first (the join picks the best it finds):
 # - "provenance": the structured trace with Inductor's provenance, and the generated modules;
 # - "dynamo graph": the structured trace without Inductor's provenance artifacts, and the modules;
@@ -252,10 +253,15 @@ def score_case(device: str, case: str, workdir: Path, level: str) -> tuple[Score
     trace = copy_case(device, case, workdir / level.replace(" ", "_"), level)
     roots = [FIXTURES, llama_source(device)] if case == "llama_whole" else [FIXTURES]
     attributions = attribute_trace(trace, source=roots)
+    return score(attributions, expected_lines(device, case, attributions)), attributions
+
+
+def expected_lines(device: str, case: str, attributions: Attributions):
+    """`expected` for `score`: the truth file's lines by launch, or Inductor's provenance (llama_whole)."""
     if case == "llama_whole":
-        truth = provenance_truth(attributions, FIXTURE_DIRS[device] / "torch_trace.log.gz")
-        return score(attributions, truth), attributions
-    return score_by_launch(attributions, read_truth(TRUTH[device])[case]), attributions
+        return provenance_truth(attributions, FIXTURE_DIRS[device] / "torch_trace.log.gz")
+    truth = read_truth(TRUTH[device])[case]
+    return lambda i: truth.get(launch_key(attributions, i))
 
 
 def confidence_check(attributions: Attributions, expected) -> tuple[int, int]:
@@ -295,7 +301,11 @@ if __name__ == "__main__":
                     cells.append(f"{result.share:.1%}")
                     misses += [f"{device} {case} {level}: {m[:150]}" for m in result.misses[:2]]
                 print(f"| {device} {case} | {total / 1e3:.1f} | " + " | ".join(cells) + " |")
-        print(f"| fixtures at >= 95% (of {count}) | | " + " | ".join(str(passing[level]) for level in LEVELS) + " |")
+        print(
+            f"| fixtures at >= 95% (of {count}) | | "
+            + " | ".join(str(passing[level]) for level in LEVELS)
+            + " |"
+        )
         if not markdown:
             for miss in misses:
                 print("miss:", miss)

@@ -56,7 +56,9 @@ def test_a_damaged_record_lowers_the_confidence_and_says_why(tmp_path, damage, s
     attributions = attribute_trace(tmp_path / f"{CASE}.json.gz", source=[FIXTURES])
     table = attributions.trace.events
     [origin] = {
-        attributions.origins[o] for r, o in zip(attributions.gpu_rows, attributions.origin_ids) if table.name[r] == KERNEL
+        attributions.origins[o]
+        for r, o in zip(attributions.gpu_rows, attributions.origin_ids)
+        if table.name[r] == KERNEL
     }
     assert [f.line for f in origin.fused] == [101, 102, 103]  # the kernel's name, placed on the source
     assert origin.compiled.provenance == KERNEL_NAME and origin.confidence < 0.9

@@ -74,7 +74,9 @@ def test_every_kernel_of_an_extern_op_takes_its_launch_lines():
     """mlp: the up projection (aten::mm), GELU between two casts (one Triton kernel), the down projection
     with the residual folded in (aten::addmm launches a GEMM, a split-K reduction and a copy of x)."""
     origins = _origins_by_kernel(attribute_trace(FIXTURES / "mlp.json.gz", source=[FIXTURES]))
-    assert [_lines(o) for o in origins["triton_poi_fused__to_copy_gelu_0"]] == [[(138, ("float", "gelu", "to"))]]
+    assert [_lines(o) for o in origins["triton_poi_fused__to_copy_gelu_0"]] == [
+        [(138, ("float", "gelu", "to"))]
+    ]
     assert [_lines(o) for o in origins["nvjet_sm90_tst_48x64_64x15_4x1_v_bz_TNN"]] == [[(137, ("linear",))]]
     launched = ["nvjet_sm90_tst_64x32_64x16_4x2_h_bx_splitK_TNT", "Memcpy DtoD (Device -> Device)"]
     launched += [k for k in origins if "splitKreduce_kernel" in k]
@@ -101,7 +103,15 @@ def test_llama_compiled_whole_each_gemm_is_its_projection():
         if o.compiled is not None and o.evidence and o.evidence[0].startswith("extern_kernels.mm:")
     }
     llama = "modeling_llama.py"
-    assert {(llama, 254), (llama, 255), (llama, 256), (llama, 280), (llama, 175), (llama, 122), (llama, 480)} == lines
+    assert {
+        (llama, 254),
+        (llama, 255),
+        (llama, 256),
+        (llama, 280),
+        (llama, 175),
+        (llama, 122),
+        (llama, 480),
+    } == lines
     origins = _origins_by_kernel(attributions)
     layers = origins["triton_poi_fused__unsafe_view_mul_silu_8"]  # one kernel, launched once per layer
     assert sorted(o.evidence[0].split(" of ")[0] for o in layers) == [
@@ -144,7 +154,9 @@ def test_stale_provenance_from_inductors_cache_is_not_used():
     (/tmp/cap2.py): the provenance replayed from the cache names that file; Dynamo's graph of this
     run names the right lines, and is used instead."""
     stale = FIXTURES / "cpu_stale"
-    [origin] = _origins_by_kernel(attribute_trace(stale / "fused_cast_silu.json.gz"))["graph_0_cpp_fused__to_copy_mul_silu_0"]
+    [origin] = _origins_by_kernel(attribute_trace(stale / "fused_cast_silu.json.gz"))[
+        "graph_0_cpp_fused__to_copy_mul_silu_0"
+    ]
     assert _lines(origin) == [(101, ("to", "mul")), (102, ("silu",)), (103, ("to",))]
     assert origin.compiled.provenance == DYNAMO_GRAPH and origin.confidence == 0.95
     assert any("/tmp/cap2.py:9" in e and "not used" in e for e in origin.evidence)
@@ -153,7 +165,9 @@ def test_stale_provenance_from_inductors_cache_is_not_used():
 def test_fused_kernels_have_bytes_from_their_buffers():
     analysis = explain_trace(FIXTURES / "fused_cast_silu.json.gz")
     [finding] = analysis.findings
-    assert finding.bytes_per_call == 256 * 1024 * 2 + 1024 * 4 + 256 * 1024 * 2  # bf16 in, f32 weight, bf16 out
+    assert (
+        finding.bytes_per_call == 256 * 1024 * 2 + 1024 * 4 + 256 * 1024 * 2
+    )  # bf16 in, f32 weight, bf16 out
     assert finding.bytes_basis == "estimate" and finding.gbps is not None
 
 

@@ -25,7 +25,9 @@ def test_the_structured_trace_holds_each_compiled_graph_with_its_provenance():
     graphs = read_compiled_graphs([H200_LOG])
     assert [g.function for g in graphs] == ["fused", "forward", "forward", "keys", "wrapper", "forward"]
     assert all(g.has_provenance for g in graphs)
-    for case, graph in zip(("fused_cast_silu", "rmsnorm", "mlp", "kv_cast_gather", "llama_whole", "rmsnorm_cudagraphs"), graphs):
+    for case, graph in zip(
+        ("fused_cast_silu", "rmsnorm", "mlp", "kv_cast_gather", "llama_whole", "rmsnorm_cudagraphs"), graphs
+    ):
         assert _graph_keys(case) == {graph.fx_key}
     llama = graphs[4]
     assert [launch.handle.rsplit(":", 1)[1] for launch in llama.launches] == [str(i) for i in range(1, 38)]
@@ -51,7 +53,9 @@ def test_the_kept_records_are_a_small_structured_trace_that_reads_the_same(tmp_p
 
 
 def test_a_generated_module_alone_names_each_launchs_source_nodes():
-    module = FIXTURES / "generated" / "llama_whole" / "cna6bpekovv5j6kgxvj2ijv6mxxxy7pndwtcdctvnht2hq4734nc.py"
+    module = (
+        FIXTURES / "generated" / "llama_whole" / "cna6bpekovv5j6kgxvj2ijv6mxxxy7pndwtcdctvnht2hq4734nc.py"
+    )
     code = parse_generated_code(module.read_text())
     assert len(code.launches) == 37
     # an extern op's comment also lists the nodes that made its inputs: its own node is the last
@@ -64,7 +68,12 @@ def test_a_generated_module_alone_names_each_launchs_source_nodes():
 
 
 def test_cuda_graph_partitions_are_spliced_into_call():
-    module = FIXTURES / "generated" / "rmsnorm_cudagraphs" / "cfhf74cnscvjkemo7fl2b2743d7eztk77nhevvdpgsottgoi4odk.py"
+    module = (
+        FIXTURES
+        / "generated"
+        / "rmsnorm_cudagraphs"
+        / "cfhf74cnscvjkemo7fl2b2743d7eztk77nhevvdpgsottgoi4odk.py"
+    )
     [launch] = parse_generated_code(module.read_text()).launches  # in partition_0, called by call
     assert launch.handle == "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0:1"
 
@@ -82,7 +91,9 @@ def test_kernel_names_spell_their_aten_ops():
 
 
 def test_generated_modules_are_recognised_by_their_cache_name():
-    assert is_generated_module("/tmp/torchinductor_root/ti/ctif4tpwdlowhcpqa6kexxwpnubpznxvupxshjtfpjgawcgzsesy.py")
+    assert is_generated_module(
+        "/tmp/torchinductor_root/ti/ctif4tpwdlowhcpqa6kexxwpnubpznxvupxshjtfpjgawcgzsesy.py"
+    )
     assert not is_generated_module("transformers/models/llama/modeling_llama.py")
 
 

@@ -126,7 +126,11 @@ def test_without_stacks_the_kept_records_name_the_lines_and_the_region(profiled,
     assert origin.confidence == 1.0
     # no frames: the `## Call CompiledFxGraph <key> ##` range's key found the graph in the kept records
     assert region.graph.endswith(".py") and "torchinductor_kt" in region.graph
-    assert (Path(region.call_file).name, region.call_line, region.call_at_compile) == ("run_compiled.py", 7, True)
+    assert (Path(region.call_file).name, region.call_line, region.call_at_compile) == (
+        "run_compiled.py",
+        7,
+        True,
+    )
 
 
 @pytest.mark.slow
@@ -134,7 +138,11 @@ def test_with_stacks_the_generated_module_alone_is_enough(profiled, tmp_path):
     trace = _copy(profiled, tmp_path / "module", "generated")
     origin = _kernel_origin(trace, [profiled.parents[1] / "app"])
     # C++ kernels carry no source-node comments: the ATen ops the kernel's name spells are placed
-    assert [(f.line, f.ops) for f in origin.fused] == [(5, ("_to_copy", "mul")), (6, ("silu",)), (7, ("_to_copy",))]
+    assert [(f.line, f.ops) for f in origin.fused] == [
+        (5, ("_to_copy", "mul")),
+        (6, ("silu",)),
+        (7, ("_to_copy",)),
+    ]
     assert origin.compiled.provenance == KERNEL_NAME and origin.confidence < 0.9
     assert origin.compiled.call_line == 17 and origin.compiled.call_function == "step"
 
@@ -160,7 +168,9 @@ def test_the_sglang_plugin_turns_on_inductors_provenance(tmp_path):
     )
     env = {k: v for k, v in os.environ.items() if k not in ("TORCH_TRACE", "KERNELTRACE_INDUCTOR")}
     env.update(SGLANG_TORCH_PROFILER_DIR=str(tmp_path), PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     off, said, switches, directory = done.stdout.splitlines()[:4]
     assert off == "Inductor provenance off"

@@ -297,7 +297,9 @@ class CompiledKernels:
     def _recorded_region(self, region: CompiledRegion, graph: CompiledGraph | None) -> CompiledRegion:
         if graph is None or not graph.function:
             return region
-        callers = [f for f in graph.compiled_from[:-1] if not is_library_file(f.file) and not _is_ours(f.file)]
+        callers = [
+            f for f in graph.compiled_from[:-1] if not is_library_file(f.file) and not _is_ours(f.file)
+        ]
         caller = callers[-1] if callers else None
         return replace(
             region,

@@ -66,7 +66,9 @@ class FusedLines:
             if stale is None and graph.nodes:
                 return self._from_stacks(launch.stacks, nodes), PROVENANCE, CONFIDENCE[PROVENANCE], ()
             if stale is None:
-                unchecked = ("Inductor's provenance not checked: no Dynamo graph of this compile in the records",)
+                unchecked = (
+                    "Inductor's provenance not checked: no Dynamo graph of this compile in the records",
+                )
                 return self._from_stacks(launch.stacks, nodes), PROVENANCE, UNCHECKED_PROVENANCE, unchecked
             notes = (
                 (
@@ -78,7 +80,10 @@ class FusedLines:
         if located:
             lines = self._group([(n.file, n.line, n.op, n.function, n.code) for n in located])
             if launch.kernel.startswith(_EXTERN):
-                notes = (*notes, f"`{launch.kernel}` is an op Inductor calls: its source nodes include its inputs'")
+                notes = (
+                    *notes,
+                    f"`{launch.kernel}` is an op Inductor calls: its source nodes include its inputs'",
+                )
                 return lines, DYNAMO_GRAPH, EXTERN_BY_GRAPH, notes
             return lines, DYNAMO_GRAPH, CONFIDENCE[DYNAMO_GRAPH], notes
         how = SOURCE_NODES if launch.source_nodes else KERNEL_NAME

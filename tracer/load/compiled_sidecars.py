@@ -113,7 +113,9 @@ class CompiledSources:
                     if is_structured_log(file):
                         self.logs.append(file)
                     elif _is_file(file):
-                        self.problems.append(f"{file.name} beside the trace is not a structured trace (corrupt?): not used")
+                        self.problems.append(
+                            f"{file.name} beside the trace is not a structured trace (corrupt?): not used"
+                        )
             elif (name == GENERATED_DIR or name.endswith(".generated")) and _is_dir(entry):
                 self.module_dirs.append(entry)
                 self.module_dirs.extend(p for p in _entries(entry) if _is_dir(p))
@@ -136,7 +138,9 @@ class CompiledSources:
             code = parse_generated_code(text)
             if code.launches:
                 return CompiledGraph(module=module, launches=code.launches, read_from=str(candidate))
-            self.problems.append(f"{candidate.name} launches nothing (not an Inductor-generated module?): not used")
+            self.problems.append(
+                f"{candidate.name} launches nothing (not an Inductor-generated module?): not used"
+            )
         return None
 
 

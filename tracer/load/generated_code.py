@@ -138,7 +138,7 @@ def _launches(body: list[str], arguments: dict[str, tuple[tuple[str, str], ...]]
         if launched is None:
             continue
         kernel, op_name = launched
-        if not (kernel in arguments) and nodes:
+        if kernel not in arguments and nodes:
             # An extern or fallback op: its comment also names the nodes that made its inputs; the
             # op itself is the last (the value it writes).
             nodes = tuple(n for n in nodes if n)[-1:]

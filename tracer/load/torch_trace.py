@@ -62,7 +62,9 @@ def read_compiled_graphs(paths: Iterable[Path], problems: list[str] | None = Non
             reader.read()
         except (OSError, EOFError, ValueError, gzip.BadGzipFile, UnicodeError) as err:
             if problems is not None:
-                problems.append(f"{path.name} is damaged ({type(err).__name__}: {str(err)[:80]}): read up to there")
+                problems.append(
+                    f"{path.name} is damaged ({type(err).__name__}: {str(err)[:80]}): read up to there"
+                )
         graphs.extend(reader.finish())
     return graphs
 

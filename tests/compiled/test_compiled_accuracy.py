@@ -17,14 +17,10 @@ import pytest
 
 from tests.compiled.scoring import (
     CPU_CASES,
-    FIXTURE_DIRS,
     H200_CASES,
     LEVELS,
-    TRUTH,
     confidence_check,
-    launch_key,
-    provenance_truth,
-    read_truth,
+    expected_lines,
     score_case,
 )
 
@@ -48,7 +44,9 @@ CAPTURE_CASES = [c for c in H200_CASES if c != "llama_whole"]
 
 
 @pytest.mark.parametrize("level", ["dynamo graph", "generated module", "trace only"])
-@pytest.mark.parametrize(("device", "case"), [("h200", c) for c in CAPTURE_CASES] + [("cpu", c) for c in CPU_CASES[:4]])
+@pytest.mark.parametrize(
+    ("device", "case"), [("h200", c) for c in CAPTURE_CASES] + [("cpu", c) for c in CPU_CASES[:4]]
+)
 def test_functions_and_modules_compiled_alone_need_no_provenance(device, case, level, tmp_path):
     """The capture script's cases compile one function (or module) each: its own source places every
     fused op, from the generated module's source-node names or from the kernels' names alone."""
@@ -72,10 +70,6 @@ def test_no_wrong_answer_is_given_at_confidence_0_9_or_more(level, tmp_path):
     for device, cases in (("h200", H200_CASES), ("cpu", CPU_CASES)):
         for case in cases:
             _, attributions = score_case(device, case, tmp_path / device / case, level)
-            if case == "llama_whole":
-                expected = provenance_truth(attributions, FIXTURE_DIRS[device] / "torch_trace.log.gz")
-            else:
-                truth = read_truth(TRUTH[device])[case]
-                expected = lambda i, a=attributions, t=truth: t.get(launch_key(a, i))
+            expected = expected_lines(device, case, attributions)
             high, wrong = confidence_check(attributions, expected)
             assert wrong == 0, (device, case, level, wrong, high)
