@@ -27,7 +27,10 @@ JSON_SHAPE = """\b
     origin {location, key, answer, file, line, source, site_id, rule, confidence,
             evidence [str], ranges [str], frames [{file, function,
             def_line, call_line}], ops [str], replay, before_trace,
-            candidates [str]}}]
+            candidates [str], fused [{file, line, ops [str], source,
+            function}] (the user lines a compiled kernel fused), compiled
+            {graph, function, file, def_line, call_file, call_line, ...}
+            (its torch.compile'd region) or null}}]
 With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
   own_work_per_step_ns, collective_ns, collective_calls, collective_source,
   step_starts_ns [int], step_method, analysis {the object above}}], combined
