@@ -143,6 +143,7 @@ def _graph_ranks(
         return
     console = stdout_console()
     for result, path, graph in written:
+        assert path is not None  # None only with --json, handled above
         _print_written(console, path, graph, prefix=f"rank {result.rank}: ", indent="  ")
     for note in report.notes:
         console.print(f"note: {terminal(note)}")

@@ -70,9 +70,10 @@ class _Totals:
         """Calls per step of the most-called kernel: a line's runs (each run launches each of its
         kernels once), as `explain` and `diff` count them, not a sum over the kernels it launches."""
         counts = list(self.kernel_calls_per_step.get(side, {}).values())
-        if not counts or any(count is None for count in counts):
+        known = [count for count in counts if count is not None]
+        if not counts or len(known) < len(counts):
             return None
-        return max(counts)
+        return max(known)
 
     def time_ns_all(self) -> int:
         return sum(self.time_ns.values())

@@ -16,7 +16,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracer.errors import InputError
 from tracer.instrument.functions import FunctionRanges
@@ -25,6 +25,9 @@ from tracer.instrument.patch import InstrumentationReport, SiteInstrumentation
 from tracer.instrument.plan import ALL_SITES, SitePlan, SiteSelection
 from tracer.model.finding import Analysis
 from tracer.model.site import Site
+
+if TYPE_CHECKING:
+    import torch.profiler
 
 logger = logging.getLogger("kerneltrace")
 
@@ -78,7 +81,7 @@ class ProfileSession:
         self.analysis: Analysis | None = None
         self.instrumentation = SiteInstrumentation(SitePlan(self.sites, selection=selection))
         self.functions = FunctionRanges(self.function_paths)
-        self._profiler = None
+        self._profiler: torch.profiler.profile | None = None
 
     @property
     def report(self) -> InstrumentationReport:

@@ -7,6 +7,8 @@ shown as `rich.text.Text` (never parsed as markup) after control characters are 
 
 from __future__ import annotations
 
+from functools import partial
+
 from rich.console import Console, Group
 from rich.text import Text
 
@@ -121,9 +123,9 @@ def summary_lines(analysis: Analysis) -> list[str]:
 def _cell(column: Column, finding: Finding, analysis: Analysis) -> Cell:
     if column.name == "origin":
         origin = finding.origin
-        head = Fitted(origin_head(origin), lambda width, o=origin: origin_head(o, width))
+        head = Fitted(origin_head(origin), partial(origin_head, origin))
         return Cell([head, *origin_lines(finding)[1:]])
-    return Cell(column.text(finding, analysis).split("\n"))
+    return Cell([*column.text(finding, analysis).split("\n")])
 
 
 def table_columns(analysis: Analysis, top: int) -> list[TableColumn]:

@@ -33,7 +33,7 @@ class RankFailures(InputError):
             f"(first: {os.path.basename(first.path)}: {first.problem})",
         )
 
-    def __reduce__(self):  # type: ignore[override]
+    def __reduce__(self):
         return (type(self), (self.path, self.failures))
 
 
@@ -67,7 +67,7 @@ def explain_rank_directory(
         raise RankFailures(directory, failures)
     # One definition of a step on every rank: ranks that found theirs another way are explained again.
     explained = [i for i, o in enumerate(outcomes) if not isinstance(o, InputError)]
-    results = [outcomes[i] for i in explained]
+    results = [o for o in outcomes if not isinstance(o, InputError)]  # those of `explained`
     for position, key in step_methods_to_align(results).items():
         path, captures, kwargs = jobs[explained[position]]
         again = _explain_rank_or_error(path, captures, {**kwargs, "step_methods": (key,)})
