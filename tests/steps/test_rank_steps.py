@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.steps.conftest import CORPUS, Case, cases
-from tracer.explain.ranks import RankReport, explain_ranks
+from tracer.explain.ranks import RankReport
+from tracer.ranks import explain_ranks
 from tracer.explain.ranks.consistency import step_methods_to_align
 
 RANKS = [c for c in cases() if c.is_ranks]
