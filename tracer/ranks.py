@@ -59,7 +59,9 @@ def explain_rank_directories(
         for directory in directories:
             found = find_rank_traces(Path(directory), select)
             jobs = _jobs(found, explain_kwargs)
-            out.append(_explain(directory, found, jobs, lambda js: run_in_processes(explain_rank_job, js, workers)))
+            out.append(
+                _explain(directory, found, jobs, lambda js: run_in_processes(explain_rank_job, js, workers))
+            )
         return out
     if engine == "ray":
         from tracer.engines import ray as on_ray
@@ -72,10 +74,16 @@ def explain_rank_directories(
                 listings = on_ray.list_on_hosts(directory, nodes)
                 names = set(manifest or ()).union(*listings.values())
                 if not names and not Path(directory).is_dir():
-                    raise InputError(directory, "not a directory of per-rank traces on any node of the Ray cluster")
+                    raise InputError(
+                        directory, "not a directory of per-rank traces on any node of the Ray cluster"
+                    )
                 found = rank_traces_in(Path(directory), names, select)
                 jobs = on_ray.place(_jobs(found, explain_kwargs), directory, listings, nodes, manifest)
-                out.append(_explain(directory, found, jobs, lambda js: on_ray.run_on_ray(explain_rank_job, js, nodes)))
+                out.append(
+                    _explain(
+                        directory, found, jobs, lambda js: on_ray.run_on_ray(explain_rank_job, js, nodes)
+                    )
+                )
         return out
     raise InputError("--engine", f"unknown engine {engine!r}: use local or ray")
 
@@ -100,7 +108,10 @@ def _explain(
     align = step_methods_to_align([outcomes[i] for i in explained]) if explained else {}
     if align:
         again_jobs = [
-            replace(jobs[explained[p]], explain_kwargs={**jobs[explained[p]].explain_kwargs, "step_methods": (key,)})
+            replace(
+                jobs[explained[p]],
+                explain_kwargs={**jobs[explained[p]].explain_kwargs, "step_methods": (key,)},
+            )
             for p, key in align.items()
         ]
         for position, again in zip(align, run(again_jobs)):
@@ -122,7 +133,8 @@ def explain_rank_job(job: RankJob, budget: int | None = None) -> Outcome:
         return err
     except MemoryError:
         return InputError(
-            job.path, "ran out of memory while explaining this trace: explain it alone, or a part of it (--steps)"
+            job.path,
+            "ran out of memory while explaining this trace: explain it alone, or a part of it (--steps)",
         )
 
 
@@ -148,8 +160,8 @@ def window_that_fits(path: Path) -> tuple[TraceWindow | None, str | None]:
     """(None, None) when the whole trace fits the memory available; else the leading time window
     whose load fits (``--window 0:END``) and the note that says so. None too when no window would
     fit (the loader then refuses the trace in its one line)."""
-    from tracer.load.memory import available_memory, estimated_peak, human, json_size_of
     from tracer.explain.ranks.report import WINDOWED
+    from tracer.load.memory import available_memory, estimated_peak, human, json_size_of
     from tracer.load.window import resolve_window
 
     available = available_memory()

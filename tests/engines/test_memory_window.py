@@ -33,7 +33,9 @@ def long_rank(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def kineto_layout(document: dict) -> bytes:
     """One event per line, as Kineto writes a trace (what the chunked loader and windows read)."""
-    head = b"".join(b"%s: %s,\n" % (orjson.dumps(k), orjson.dumps(v)) for k, v in document.items() if k != "traceEvents")
+    head = b"".join(
+        b"%s: %s,\n" % (orjson.dumps(k), orjson.dumps(v)) for k, v in document.items() if k != "traceEvents"
+    )
     events = b",\n".join(orjson.dumps(e) for e in document["traceEvents"])
     return b"{\n" + head + b'"traceEvents": [\n' + events + b"\n]}\n"
 

@@ -84,7 +84,9 @@ def test_an_unreachable_address_is_one_line(tmp_path: Path) -> None:
     with socket.socket() as sock:  # a port nobody listens on: bound, never listening
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        result = run("explain", STEPS / "ranks_decode_step", "--engine", "ray", "--address", f"127.0.0.1:{port}")
+        result = run(
+            "explain", STEPS / "ranks_decode_step", "--engine", "ray", "--address", f"127.0.0.1:{port}"
+        )
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert result.stderr.startswith(f"kerneltrace: error: 127.0.0.1:{port}: no Ray cluster answers there")
 
@@ -95,7 +97,10 @@ def test_without_ray_installed_the_engine_says_how_to_get_it(monkeypatch) -> Non
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     result = run("explain", STEPS / "ranks_decode_step", "--engine", "ray")
     assert result.exit_code == 2
-    assert result.stderr == "kerneltrace: error: --engine ray: Ray is not installed here: pip install 'kerneltrace[ray]'\n"
+    assert (
+        result.stderr
+        == "kerneltrace: error: --engine ray: Ray is not installed here: pip install 'kerneltrace[ray]'\n"
+    )
     assert run("explain", STEPS / "ranks_decode_step", "--json").exit_code == 0  # local runs need no Ray
 
 

@@ -88,7 +88,9 @@ def _report_ranks(
 
     report = analyse_ranks(directory, options, ranks)
     combined = base_output(output, directory, ".report.html")
-    written = [(label, result, *write(result.analysis, path)) for label, result, path in each_rank(report, combined)]
+    written = [
+        (label, result, *write(result.analysis, path)) for label, result, path in each_rank(report, combined)
+    ]
     pages = {label: path.name for label, _, path, _, _ in written}  # beside the combined page
     write_report(rank_report_html(report, pages, top=top), combined)
     if as_json:

@@ -76,7 +76,12 @@ def cluster(address: str | None = None, num_cpus: int | None = None) -> Iterator
 def alive_nodes() -> list[Node]:
     ray = _ray()
     nodes = [
-        Node(n["NodeID"], n["NodeManagerAddress"], n.get("NodeManagerHostname", ""), int(n["Resources"].get("memory", 0)))
+        Node(
+            n["NodeID"],
+            n["NodeManagerAddress"],
+            n.get("NodeManagerHostname", ""),
+            int(n["Resources"].get("memory", 0)),
+        )
         for n in ray.nodes()
         if n.get("Alive")
     ]
@@ -109,8 +114,13 @@ def _list_here(directory: str) -> dict[str, int]:
     return {name: json_size_of(folder / name) for name in list_trace_files(folder)}
 
 
-def place(jobs: Sequence[RankJob], directory: str | Path, listings: dict[str, dict[str, int]],
-          nodes: Sequence[Node], manifest: dict[str, str] | None = None) -> list[RankJob]:
+def place(
+    jobs: Sequence[RankJob],
+    directory: str | Path,
+    listings: dict[str, dict[str, int]],
+    nodes: Sequence[Node],
+    manifest: dict[str, str] | None = None,
+) -> list[RankJob]:
     """Each job pinned to the node that holds its file (the manifest's host when it names one; no
     pin when every node holds it, as on a shared file system), with the JSON size measured there."""
     placed = []
@@ -120,7 +130,9 @@ def place(jobs: Sequence[RankJob], directory: str | Path, listings: dict[str, di
         if manifest and name in manifest:
             named = [n.node_id for n in nodes if n.is_named(manifest[name])]
             if not named:
-                raise InputError("--placement", f"{name}: no alive node of the Ray cluster is {manifest[name]!r}")
+                raise InputError(
+                    "--placement", f"{name}: no alive node of the Ray cluster is {manifest[name]!r}"
+                )
             holders = [h for h in holders if h in named] or named[:1]
         node = holders[0] if holders and len(holders) < len(nodes) else None
         size = listings.get(holders[0], {}).get(name) if holders else None
@@ -172,7 +184,9 @@ def read_manifest(path: str | Path) -> dict[str, str]:
         raise InputError(path, err.strerror or str(err)) from None
     except orjson.JSONDecodeError as err:
         raise InputError(path, f"not JSON: {err}") from None
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
         raise InputError(path, 'not a placement file: expected {"<trace file name>": "<host>", ...}')
     return data
 

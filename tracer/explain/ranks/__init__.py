@@ -1,4 +1,4 @@
-"""A directory of per-rank traces -> each rank explained (in parallel processes), combined, compared.
+"""A directory of per-rank traces: which files are ranks, each rank's result, combined and compared.
 
 SGLang writes one trace per tensor-parallel rank into ``SGLANG_TORCH_PROFILER_DIR``, named
 ``[prefix-]<profile id>-TP-<rank>[-DP-<r>][-PP-<r>][-EP-<r>][-<STAGE>].trace.json.gz``

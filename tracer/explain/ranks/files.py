@@ -47,7 +47,11 @@ def list_trace_files(directory: Path) -> list[str]:
     for folder, prefix in ((directory, ""), (directory / CAPTURE_DIR, f"{CAPTURE_DIR}/")):
         if not folder.is_dir():
             continue
-        names += [prefix + p.name for p in sorted(folder.iterdir()) if p.is_file() and p.name.endswith(TRACE_SUFFIXES)]
+        names += [
+            prefix + p.name
+            for p in sorted(folder.iterdir())
+            if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+        ]
     return names
 
 
