@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP = $(PYTHON) -m pip
 STAMP = .setup.stamp
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test lint typecheck bench clean
 
 # First run only (then $(STAMP) says it is done): Debian's graphviz if `dot` is missing, torch 2.13 (CPU),
 # kerneltrace with its test tools and Ray (the tests start a local Ray cluster), the light packages sglang imports, sglang 0.5.23 itself and
@@ -35,6 +35,14 @@ demo: setup
 
 test: setup
 	$(PYTHON) -m pytest -q
+
+# What CI checks besides the tests: ruff's rules and format (pyproject's [tool.ruff]), mypy on tracer/.
+lint: setup
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+typecheck: setup
+	$(PYTHON) -m mypy
 
 bench: setup
 	$(PIP) install -q -e '.[bench]'

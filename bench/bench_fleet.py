@@ -15,6 +15,7 @@ all of them together. Then a paper estimate for 96 ranks x 4 GB, from the measur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import sys
@@ -115,10 +116,8 @@ class RssSampler:
         while not self._stop.wait(0.1):
             sizes = []
             for process in [self._me, *self._me.children(recursive=True)]:
-                try:
+                with contextlib.suppress(psutil.Error):
                     sizes.append(process.memory_info().rss)
-                except psutil.Error:
-                    pass
             self.one = max(self.one, max(sizes))
             self.total = max(self.total, sum(sizes))
 

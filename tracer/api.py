@@ -62,7 +62,7 @@ def attribute_trace(
     """The join's answer for every GPU event of ``trace`` (what `annotate` writes back): sites (given,
     or scanned from ``source``) -> join -> CUDA-graph replays. ``trace``: a path or a loaded `Trace`."""
     from tracer.join import attribute, has_python_frames, sites_for_trace
-    from tracer.join.graph_replay import attribute_replays
+    from tracer.join.replay.attribute import attribute_replays
     from tracer.load import load_trace
 
     roots = _check_roots(source)  # before loading: a mistyped root should not wait for a big trace

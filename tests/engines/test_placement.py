@@ -27,6 +27,6 @@ def test_a_placement_file_names_hosts_by_address_name_or_id() -> None:
     placed = place(JOBS, "/runs/tp", LISTINGS, NODES, manifest)
     assert [j.node for j in placed] == ["a" * 8, "b" * 8, "b" * 8]
     with pytest.raises(
-        InputError, match="r-TP-0.trace.json.gz: no alive node of the Ray cluster is 'host-z'"
+        InputError, match=r"r-TP-0\.trace\.json\.gz: no alive node of the Ray cluster is 'host-z'"
     ):
         place(JOBS, "/runs/tp", LISTINGS, NODES, {"r-TP-0.trace.json.gz": "host-z"})

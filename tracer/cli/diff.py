@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.common import print_json, reports_input_errors
 from tracer.cli.graph import write_graph_file
 from tracer.cli.options import TraceOptions, analyse, output_option, top_option, trace_options
 from tracer.cli.rank_dirs import RankOptions, analyse_rank_directories, rank_options, rank_output
+from tracer.render.console import stdout_console
 from tracer.render.diff_table import print_diff
 
 if TYPE_CHECKING:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, table_console, wide_option
+from tracer.cli.common import print_json, reports_input_errors, wide_option
 from tracer.cli.options import TraceOptions, analyse, top_option, trace_options
 from tracer.cli.rank_dirs import RankOptions, analyse_ranks, rank_options
 from tracer.render.columns import json_fields
+from tracer.render.console import table_console
 
 JSON_SHAPE = """\b
 --json prints one object (all findings, ranked; numbers in ns, bytes, GB/s):

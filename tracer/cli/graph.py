@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.common import print_json, reports_input_errors
 from tracer.cli.options import (
     TraceOptions,
     analyse,
@@ -19,6 +19,7 @@ from tracer.cli.options import (
     trace_options,
 )
 from tracer.cli.rank_dirs import RankOptions, analyse_ranks, base_output, each_rank, rank_options
+from tracer.render.console import stdout_console
 
 DRAWINGS = (".svg", ".png", ".pdf", ".dot")
 GRAPH_FILES = (".graphml", ".json")

@@ -108,7 +108,7 @@ def analyse_rank_directories(
     return [report for report, _ in done]
 
 
-def each_rank(report: Any, base: Path | None) -> list[tuple[str, Any, Path | None]]:
+def each_rank(report: Any, base: Path | None) -> list[tuple[str, Any, Any]]:  # (str, RankResult, Path | None)
     """(label, rank result, its output file beside `base`: ``out-rank0.svg``) for every rank."""
     from tracer.explain.ranks import rank_labels
 

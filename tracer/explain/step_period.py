@@ -391,7 +391,7 @@ def find_layer_block(codes: np.ndarray) -> LayerBlock | None:
             nearby = [
                 (int(np.count_nonzero(codes[b : b + best_p] == block)), b)
                 for shift in range(-resync, resync + 1)
-                if 0 <= (b := at + direction * best_p + shift) and b + best_p <= n
+                if (b := at + direction * best_p + shift) >= 0 and b + best_p <= n
             ]
             if not nearby or max(nearby)[0] < SAME_BLOCK * best_p:
                 break

@@ -368,7 +368,7 @@ def _from_graph_launches(trace: Trace, layers: int | None = None) -> Steps | Non
     import numpy as np
 
     from tracer.join.columns import column, rows_where, values_at
-    from tracer.join.replay_capture import GRAPH_LAUNCH_PREFIXES
+    from tracer.join.replay.capture import GRAPH_LAUNCH_PREFIXES
 
     events = trace.events
     calls = rows_where(column(events.cat), (Cat.RUNTIME, Cat.DRIVER))

@@ -9,6 +9,7 @@ by name and first line; `uninstall` puts the original code back.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import importlib.abc
@@ -205,10 +206,8 @@ def _live_functions(modules: Sequence[ModuleType], filenames: set[str]) -> list[
                 if obj.__code__.co_filename in filenames:
                     found[id(obj)] = obj
                 for cell in obj.__closure__ or ():
-                    try:
+                    with contextlib.suppress(ValueError):  # an empty cell
                         stack.append(cell.cell_contents)
-                    except ValueError:  # an empty cell
-                        pass
                 stack.append(obj.__dict__.get("__wrapped__"))
             elif isinstance(obj, (staticmethod, classmethod)):
                 stack.append(obj.__func__)
@@ -220,10 +219,8 @@ def _live_functions(modules: Sequence[ModuleType], filenames: set[str]) -> list[
                 if obj.__module__ == module.__name__:
                     stack.extend(vars(obj).values())
             elif callable(obj):  # functools.lru_cache and other wrappers that keep __wrapped__
-                try:
+                with contextlib.suppress(AttributeError):
                     stack.append(object.__getattribute__(obj, "__wrapped__"))
-                except AttributeError:
-                    pass
     for obj in gc.get_objects():
         if type(obj) is FunctionType and obj.__code__.co_filename in filenames:
             found[id(obj)] = obj

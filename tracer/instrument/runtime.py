@@ -40,7 +40,7 @@ def warn_once(key: str, message: str, *args: Any) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    logger.warning("kerneltrace: " + message, *args, exc_info=True)
+    logger.warning("kerneltrace: " + message, *args, exc_info=True)  # noqa: LOG014 (called from handlers)
 
 
 def _not_bound() -> bool:

@@ -165,7 +165,7 @@ class ProfileSession:
 
             console = self.console
             if console is None:
-                from tracer.cli.common import table_console
+                from tracer.render.console import table_console
 
                 console = table_console()
             print_analysis(analysis, console)
@@ -193,8 +193,11 @@ def _drain_gpu() -> None:
     try:
         import torch
 
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            if not torch.cuda.is_current_stream_capturing():
-                torch.cuda.synchronize()
+        if (
+            torch.cuda.is_available()
+            and torch.cuda.is_initialized()
+            and not torch.cuda.is_current_stream_capturing()
+        ):
+            torch.cuda.synchronize()
     except Exception:
         logger.warning("kerneltrace: could not wait for the GPU before recording", exc_info=True)

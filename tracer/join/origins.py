@@ -11,9 +11,9 @@ from tracer.join.calls import call_from_line, methods_of_call
 from tracer.join.dtypes import copy_dtypes
 from tracer.join.frames import MODULE_FILE, parse_call_from, parse_frame, same_file
 from tracer.join.locate import CallLocator
+from tracer.join.ranking import rank_sites
 from tracer.join.sites import SiteIndex, choose_site
 from tracer.join.source_lines import SourceLines
-from tracer.join.ranking import rank_sites
 from tracer.join.stackless import RANKING_CONFIDENCE, StacklessRanker
 from tracer.model.events import NONE, Cat, Trace
 from tracer.model.origin import Frame, Origin
@@ -246,8 +246,10 @@ class OriginBuilder:
                 base,
                 replay=True,
                 evidence=(
-                    f"replayed from a CUDA graph ({table.name[anchor]}): the trace links it to the"
-                    + " replay call only, not to the capture-time line",
+                    (
+                        f"replayed from a CUDA graph ({table.name[anchor]}): the trace links it to the"
+                        " replay call only, not to the capture-time line"
+                    ),
                 ),
             )
         site_range = next((r for r in map(parse_site_range, reversed(ranges)) if r is not None), None)

@@ -381,7 +381,7 @@ class _Builder:
         end = self.block(node.body, s)
         if end is None:
             return None
-        for item in reversed(node.items):
+        for _item in reversed(node.items):
             end = self.point(end, CallPoint(node.lineno, node.col_offset, EXIT, "__exit__"))
         return end
 

@@ -9,7 +9,7 @@ by C-level map/zip and numpy, not a Python loop per event.
 It takes only *clean* chunks: every event an object, fields of the types torch writes, times in
 range, no backward-pass flows, no load window. Anything else (`NotClean`) goes to the general path
 (`EventTableBuilder.add_events`), which reads odd values as absent and counts them; the two paths
-give identical tables on clean input (tests/trace/test_load_fast.py checks it on real traces).
+give identical tables on clean input (tests/load/test_load_fast.py checks it on real traces).
 """
 
 from __future__ import annotations

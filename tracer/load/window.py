@@ -82,7 +82,7 @@ class WindowBounds:
     share: float  # of the trace's time span: scales the memory estimate
 
     def keeps_cpu(self, ts_ns: int, dur_ns: int) -> bool:
-        return ts_ns < self.end_ns and ts_ns + dur_ns > self.start_ns or ts_ns == self.start_ns
+        return (ts_ns < self.end_ns and ts_ns + dur_ns > self.start_ns) or ts_ns == self.start_ns
 
     def keeps_gpu(self, ts_ns: int) -> bool:
         return self.start_ns <= ts_ns < self.gpu_end_ns

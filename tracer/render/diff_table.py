@@ -60,7 +60,7 @@ def print_diff(diff, top: int, console=None, *, wide: bool = False) -> None:  # 
     from tracer.render.escape import strip_control
 
     if console is None:
-        from tracer.cli.common import table_console
+        from tracer.render.console import table_console
 
         console = table_console()
     unit = "/step" if diff.per == "step" else ""

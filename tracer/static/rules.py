@@ -14,6 +14,8 @@ from typing import Any
 
 from tracer.errors import InputError
 from tracer.input_files import MAX_RULES_BYTES, read_side_input
+from tracer.static.call_classes import ARG_CLASSES, ARGS_NEEDED, INDEX_CLASSES
+from tracer.static.precedence import check_every_rule_can_fire, match_order
 
 
 def _builtin_rules_dir() -> Path:
@@ -38,11 +40,6 @@ FACTOR_INPUTS = (
     "each_arg",
     "target_dtype",
 )
-ARG_CLASSES = ("none", "dtype", "device", "dtype+device", "other")
-# The fewest arguments a call of each class has: `x.to(non_blocking=True)` is "none", `x.to(d, t)`
-# "dtype+device"; a rule that allows only classes needing more arguments than its max_args is void.
-ARGS_NEEDED = {"none": 0, "dtype": 1, "device": 1, "dtype+device": 2, "other": 1}
-INDEX_CLASSES = ("index", "slice")
 FORMS = ("method", "function", "method-or-function", "store")
 # The keys a `[rule.match]` table may hold; any other is a typo that would widen the rule silently.
 MATCH_KEYS = (
@@ -209,8 +206,6 @@ def _build_rule_set(files: Sequence[Path]) -> RuleSet:
     for needed in ("dtype", "device"):
         if needed not in arg_patterns:
             raise InputError(BUILTIN_RULES_DIR, f"no [arg_classes] pattern for {needed!r}")
-    from tracer.static.precedence import check_every_rule_can_fire, match_order
-
     by_code = tuple(sorted(rules.values(), key=lambda r: r.code))
     order = match_order(by_code)
     check_every_rule_can_fire(order)

@@ -139,7 +139,10 @@ def scan_source(
     if not hits:
         return FileScan(())
     if len(hits) > MAX_HIT_LINES:  # generated code or data: each site costs ~1 ms to place and score
-        return FileScan((), f"{len(hits):,} lines hold candidate sites (over {MAX_HIT_LINES:,}): generated code? not scanned")
+        return FileScan(
+            (),
+            f"{len(hits):,} lines hold candidate sites (over {MAX_HIT_LINES:,}): generated code? not scanned",
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in the scanned code are not ours
@@ -217,7 +220,7 @@ def _guarded(source: bytes, relative: str, rules: RuleSet, patterns) -> FileScan
         return FileScan((), "cannot scan: nesting too deep")
 
 
-def _open_cache(cache_dir: Path | None | Literal[False]) -> ScanCache | None:
+def _open_cache(cache_dir: Path | Literal[False] | None) -> ScanCache | None:
     """The cache, or None when disabled (an unusable one disables itself, with one warning line)."""
     if cache_dir is False:
         return None
@@ -242,7 +245,7 @@ def scan(
     rules_dirs: Sequence[Path] = (),
     include: Sequence[str] = (),
     jobs: int | None = None,
-    cache_dir: Path | None | Literal[False] = None,
+    cache_dir: Path | Literal[False] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ScanResult:
     """Map every copy/cast/layout site under `paths` (files or directories).

@@ -33,7 +33,7 @@ class RankFailures(InputError):
             f"(first: {os.path.basename(first.path)}: {first.problem})",
         )
 
-    def __reduce__(self):  # type: ignore[override]
+    def __reduce__(self):
         return (type(self), (self.path, self.failures))
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.replay.conftest import HERE, kernel_fits_op, marked_line
+from tests.join.replay.conftest import HERE, kernel_fits_op, marked_line
 from tracer.api import explain_trace
 from tracer.cli import main
 from tracer.join import attribute, sites_for_trace
-from tracer.join.graph_replay import attribute_replays
+from tracer.join.replay.attribute import attribute_replays
 from tracer.load import load_trace
 
 SCRIPT = HERE / "make_replay_traces.py"

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.replay.conftest import kernel_fits_op, marked_line, read_raw
+from tests.join.replay.conftest import kernel_fits_op, marked_line, read_raw
 from tracer.cli import main
 from tracer.join import attribute, sites_for_trace
-from tracer.join.graph_replay import attribute_replays
+from tracer.join.replay.attribute import attribute_replays
 from tracer.load import load_trace
 
 FIXTURE = "cudagraph_decode_stack.json.gz"

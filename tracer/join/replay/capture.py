@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracer.join.replay_report import CapturedGraph
+from tracer.join.replay.report import CapturedGraph
 from tracer.model.events import INT_COLUMNS, NONE, Cat, EventTable, Trace
 from tracer.model.origin import Origin
 from tracer.model.site import Site

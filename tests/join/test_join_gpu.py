@@ -156,7 +156,7 @@ def test_every_launched_kernel_has_a_line_or_a_reason(llama, deepseek) -> None:
 
 def test_origins_are_deduplicated_across_layers(llama) -> None:
     assert len(llama.origins) < 400  # 4,620 GPU activities
-    assert len({o for o in llama.origins}) == len(llama.origins)
+    assert len(set(llama.origins)) == len(llama.origins)
     norm_origins = {i for i, o in enumerate(llama.origins) if (o.file, o.line) == (LLAMA, 64)}
     # Decoder layers (prefill and decode paths) and the final norm: three contexts, not 8 x 12.
     assert len(norm_origins) <= 4

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.replay.conftest import HERE, marked_line
+from tests.join.replay.conftest import HERE, marked_line
 from tracer.api import explain_trace
 from tracer.cli import main
 

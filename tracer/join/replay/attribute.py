@@ -2,9 +2,9 @@
 
 A replayed kernel shares its ``cudaGraphLaunch``'s correlation and has no External id, so the join
 can only name the ``graph.replay()`` call. When the capture itself was profiled (in the same trace or
-a second one), its launches are the graph's nodes, each with an origin (`tracer.join.replay_capture`).
+a second one), its launches are the graph's nodes, each with an origin (`tracer.join.replay.capture`).
 Replay kernel k of a graph is capture launch k: by Kineto's ``graph node id`` where the trace has it,
-else by alignment (`tracer.join.replay_align`). Aligned kernels take the launch's origin, scaled by
+else by alignment (`tracer.join.replay.align`). Aligned kernels take the launch's origin, scaled by
 the alignment's confidence, and keep its capture-time op (`Attributions.capture_ops`) for their
 shapes; unplaced ones keep a replay label with the static map's candidate sites.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tracer.join.replay_align import EagerNames, best_capture, families_disagree, merge_streams
-from tracer.join.replay_capture import (
+from tracer.join.replay.align import EagerNames, best_capture, families_disagree, merge_streams
+from tracer.join.replay.capture import (
     GRAPH_LAUNCH_PREFIXES,
     Capture,
     attach_capture_origins,
@@ -26,7 +26,7 @@ from tracer.join.replay_capture import (
     gpu_kind,
     launch_kind,
 )
-from tracer.join.replay_report import CapturedGraph, GraphReplays, ReplayReport
+from tracer.join.replay.report import CapturedGraph, GraphReplays, ReplayReport
 from tracer.model.events import NONE, Cat, EventTable, Trace
 from tracer.model.origin import Attributions, Origin
 from tracer.model.site import Site
@@ -254,10 +254,8 @@ class _Aligner:
                 origin = capture.origins[pos]
                 confidence = base
                 eager = self._eager_names.get(origin)
-                if (
-                    eager
-                    and table.name[row] not in eager
-                    or families_disagree(capture.ops[pos], table.name[row])
+                if (eager and table.name[row] not in eager) or families_disagree(
+                    capture.ops[pos], table.name[row]
                 ):
                     confidence *= NAME_DISAGREES
                     disagreements += 1

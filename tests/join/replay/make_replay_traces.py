@@ -1,6 +1,6 @@
 """Capture this folder's CUDA-graph trace fixtures on a GPU (see fixtures/README.md here).
 
-    python tests/replay/make_replay_traces.py --out tests/replay/fixtures
+    python tests/join/replay/make_replay_traces.py --out tests/join/replay/fixtures
 
 Writes, each with torch.profiler(CPU+CUDA, with_stack, record_shapes):
 - split_capture.json.gz / split_replays.json.gz: the capture of a graph profiled in one trace, three

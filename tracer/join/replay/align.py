@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tracer.join.replay_capture import Capture, gpu_kind
+from tracer.join.replay.capture import Capture, gpu_kind
 from tracer.model.events import EventTable
 from tracer.model.origin import Origin
 

@@ -15,7 +15,7 @@ from tracer.load import load_trace
 from tracer.model.origin import Attributions, Origin
 from tracer.model.ranges import site_range_name
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: trace_models.py and the conftest that profiles it
 STEPS_X_LAYERS = 2 * 3
 
 
