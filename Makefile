@@ -49,6 +49,7 @@ bench: setup
 	$(PYTHON) bench/bench_scan.py
 	$(PYTHON) bench/bench_explain.py
 	$(PYTHON) bench/bench_overhead.py
+	$(PYTHON) bench/bench_fleet.py
 
 clean:
 	rm -rf $(STAMP) build *.egg-info .kerneltrace-cache
