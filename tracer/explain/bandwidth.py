@@ -249,10 +249,10 @@ def _kernel_buffer_bytes(args: dict[str, Any]) -> CallBytes | None:
         return None
     total = 0
     for dims, type_name in inputs:
-        size = type_size(type_name)
-        if size is None:
+        size, count = type_size(type_name), numel(dims)
+        if size is None or count is None:
             return None
-        total += numel(dims) * size
+        total += count * size
     return CallBytes(total, BASIS_ESTIMATE)
 
 

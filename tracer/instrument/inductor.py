@@ -90,7 +90,11 @@ def _structured_trace(trace_dir: str | Path | None) -> tuple[Path | None, bool]:
     if getattr(handler, "stream", None) is not None:
         return None, False
     own = trace_dir is None
-    directory = Path(tempfile.mkdtemp(prefix="kerneltrace-torch-trace-")) if own else Path(trace_dir)
+    directory = (
+        Path(trace_dir)
+        if trace_dir is not None
+        else Path(tempfile.mkdtemp(prefix="kerneltrace-torch-trace-"))
+    )
     directory.mkdir(parents=True, exist_ok=True)
     handler.root_dir = str(directory)
     if handler not in internal.trace_log.handlers:  # it removes itself when it finds no directory

@@ -171,7 +171,7 @@ def _by_names(
     total = sum(1 for n in names if n)
     found = total - len(missing)
     confidence = 0.8 * found / total if total else 0.0
-    evidence = (f"{found} of {total} source node(s) placed by name in `{program.name}`",)
+    evidence: tuple[str, ...] = (f"{found} of {total} source node(s) placed by name in `{program.name}`",)
     if missing:
         evidence += (f"not in `{program.name}` (inlined from elsewhere?): {', '.join(missing)}",)
     return Placed(tuple(placed), confidence, evidence)
@@ -217,6 +217,8 @@ def assignments_of(tree: ast.AST, def_line: int, name: str) -> dict[str, list[tu
     if function is None:
         return found
     for node in ast.walk(function):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            continue
         targets: list[ast.AST] = []
         if isinstance(node, ast.Assign):
             targets = list(node.targets)

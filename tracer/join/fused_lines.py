@@ -88,7 +88,7 @@ class FusedLines:
             return lines, DYNAMO_GRAPH, CONFIDENCE[DYNAMO_GRAPH], notes
         how = SOURCE_NODES if launch.source_nodes else KERNEL_NAME
         program = self.locator.program(function) if function is not None else None
-        if program is None:
+        if function is None or program is None:
             reason = (
                 "the compiled function's frame is not in the trace"
                 if function is None
@@ -143,10 +143,11 @@ class FusedLines:
             dict.fromkeys((f.file, f.line) for f in inner), key=lambda k: first.get(k, len(nodes))
         )
         by_place = {(f.file, f.line): f for f in inner}
-        items = []
+        items: list[tuple[str, int, str | None, str, str | None]] = []
         for place in places:
             frame = by_place[place]
-            for op in ops_at.get(place) or [None]:
+            ops: list[str | None] = [*ops_at.get(place, ())] or [None]
+            for op in ops:
                 items.append((frame.file, frame.line, op, frame.function, frame.code))
         return self._group(items)
 

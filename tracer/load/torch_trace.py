@@ -93,8 +93,10 @@ def _open(path: Path) -> io.TextIOBase:
         os.close(fd)
         raise
     if raw.peek(2)[:2] == b"\x1f\x8b" if hasattr(raw, "peek") else False:
-        return io.TextIOWrapper(_Bounded(gzip.GzipFile(fileobj=raw)), encoding="utf-8", errors="replace")
-    return io.TextIOWrapper(_Bounded(raw), encoding="utf-8", errors="replace")
+        return io.TextIOWrapper(
+            io.BufferedReader(_Bounded(gzip.GzipFile(fileobj=raw))), encoding="utf-8", errors="replace"
+        )
+    return io.TextIOWrapper(io.BufferedReader(_Bounded(raw)), encoding="utf-8", errors="replace")
 
 
 class _Bounded(io.RawIOBase):
@@ -211,9 +213,9 @@ class _Reader:
                 return
             if name.startswith(_CACHE_ARTIFACT):
                 fx_key = value.get("key") if isinstance(value, dict) else None
-                graph = next((g for g in reversed(state["graphs"]) if g.fx_key is None), None)
-                if graph is not None and isinstance(fx_key, str):
-                    graph.fx_key = fx_key
+                unkeyed = next((g for g in reversed(state["graphs"]) if g.fx_key is None), None)
+                if unkeyed is not None and isinstance(fx_key, str):
+                    unkeyed.fx_key = fx_key
                 return
             # Each artifact once per graph: it belongs to the latest graph that lacks it.
             seen = state.setdefault("seen", [])

@@ -111,8 +111,8 @@ def place_replayed(names: Sequence[str], launches: Sequence[GraphLaunch]) -> lis
         end = k
         while end < len(out) and out[end][0] is None:
             end += 1
-        before = next((out[j][0] for j in range(k - 1, -1, -1) if out[j][0] is not None), -1)
-        after = next((out[j][0] for j in range(end, len(out)) if out[j][0] is not None), len(launches))
+        before = next((at for j in range(k - 1, -1, -1) if (at := out[j][0]) is not None), -1)
+        after = next((at for j in range(end, len(out)) if (at := out[j][0]) is not None), len(launches))
         extern = [
             j
             for j in range(before + 1, after)
