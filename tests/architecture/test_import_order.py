@@ -31,6 +31,8 @@ STAGES = (
     "graph",
     "render",
     "api",
+    "engines",  # where a directory's rank jobs run (process pool, Ray): below the facade that uses them
+    "ranks",  # the facade for a directory of per-rank traces
     "instrument",
     "plugins",
     "cli",

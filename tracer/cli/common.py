@@ -37,6 +37,7 @@ def reports_input_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _deferred.clear()  # a command run before in this process (a test's) left its own
         try:
             result = func(*args, **kwargs)
         except BrokenPipeError:  # the reader stopped early (`| head`): click exits 1, quietly

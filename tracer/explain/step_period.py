@@ -80,8 +80,7 @@ def find_period(
     if layers:
         holding = [p for p in found if p.layer_check]
         if not holding:  # no period holds the layers: maybe the layers' own, L of them to a step
-            coarse = [c for p in found if (c := _coarsened(p, codes, gaps, layers)) is not None]
-            holding = coarse
+            holding = [c for p in found if (c := _coarsened(p, codes, gaps, layers)) is not None]
         passed_over += [
             f"every {_per(p)}: no kernel runs a multiple of the {layers} layers in it"
             for p in found

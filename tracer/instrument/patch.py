@@ -153,8 +153,8 @@ def patch_loaded_modules(
 ) -> list[CodeSwap]:
     """Give the functions of already-loaded `modules` their rewritten code; returns what to undo."""
     new_codes: dict[str, dict[tuple[str, int], CodeType]] = {}
-    sources = [(m, getattr(m, "__file__", None)) for m in modules]
-    sources = [(m, f) for m, f in sources if isinstance(f, str) and f.endswith(".py")]
+    candidates = [(m, getattr(m, "__file__", None)) for m in modules]
+    sources = [(m, f) for m, f in candidates if isinstance(f, str) and f.endswith(".py")]
     try:
         plan.prefetch((f, m.__name__) for m, f in sources)
     except Exception:  # each file is then scanned on its own below, failures reported per module

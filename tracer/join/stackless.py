@@ -581,9 +581,11 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
 
     from tracer.join.program import BINARY_OPS, COMPARE_OPS, UNARY_OPS, own_nodes
 
-    sketches = []
+    sketches: list[_Function] = []
     programs = source_file.programs
-    for line, name, node in programs.functions() if programs is not None else ():
+    if programs is None:
+        return sketches
+    for line, name, node in programs.functions():
         bag: set[str] = set()
         calls = []
         for child in own_nodes(node):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import multiprocessing
 import os
+import re
 import stat
 import threading
 import time
@@ -287,8 +288,8 @@ def scan(
             )
             for index in sources:
                 if keys[index] in cached:
-                    sites, skipped = cached[keys[index]]
-                    results[index] = FileScan(tuple(sites), skipped)
+                    cached_sites, cached_reason = cached[keys[index]]
+                    results[index] = FileScan(tuple(cached_sites), cached_reason)
                     cache_hits += 1
             todo = [i for i in sources if keys[i] not in cached]
             advance(i for i in batch if i in results)
@@ -345,7 +346,7 @@ class _Pool:
         self.rules = rules
         self.jobs = jobs or os.cpu_count() or 1
         self._executor: ProcessPoolExecutor | None = None
-        self._patterns = None
+        self._patterns: tuple[re.Pattern[bytes], re.Pattern[bytes]] | None = None
 
     def scan(
         self,

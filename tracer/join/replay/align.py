@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeAlias
 
 from tracer.join.replay.capture import Capture, gpu_kind
 from tracer.model.events import EventTable
@@ -187,7 +188,7 @@ def _beam_merge(table: EventTable, seqs: list[list[int]], cap: Capture, eager: E
     the merge is greedy (linear): a beam over hundreds of streams costs their square per position."""
     if len(seqs) > BEAM_STREAMS:
         return _greedy_merge(table, seqs, cap, eager)
-    Order = tuple  # (stream, index, previous Order) or ()
+    Order: TypeAlias = tuple  # (stream, index, previous Order) or ()
     beams: list[tuple[float, tuple[int, ...], Order, int]] = [(0.0, (0,) * len(seqs), (), 0)]
     for pos in range(len(cap.kinds)):
         grown: dict[tuple[int, ...], tuple[float, tuple[int, ...], Order, int]] = {}
