@@ -42,11 +42,13 @@ def build_fleet(directory: Path, ranks: int) -> dict[str, int]:
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.json.gz"):
         old.unlink()
-    documents = [orjson.loads(gzip.decompress(p.read_bytes())) for p in BASES]
+    # One workload on every rank (the first base trace: its two ranks ran different work), so that the
+    # straggler's slowdown is the only difference between ranks beside their lengths.
+    base = orjson.loads(gzip.decompress(BASES[0].read_bytes()))
     straggler = ranks * 3 // 5
     json_bytes = 0
     for rank in range(ranks):
-        document = documents[rank % len(documents)]
+        document = base
         keep = 0.6 + 0.4 * ((rank * 37) % ranks) / max(1, ranks - 1)  # share of the time span kept
         data = _rank_trace(document, rank, ranks, keep, STRAGGLER_SLOWDOWN if rank == straggler else 1.0)
         json_bytes += len(data)

@@ -123,7 +123,8 @@ def _explain(
 def explain_rank_job(job: RankJob, budget: int | None = None) -> Outcome:
     """One rank (the task every engine runs), or the `InputError` saying why not (returned, not
     raised: the others go on). Loads stay within `budget` bytes: a trace too big for it is explained
-    in its first window that fits, with a note saying so."""
+    in consecutive windows of its steps that each fit, combined (`windows_that_fit`), else in its
+    first window that fits; a note says which."""
     from tracer.load.memory import memory_budget
 
     try:
@@ -144,21 +145,79 @@ def _explain_rank(job: RankJob):  # -> RankResult
     from tracer.load import load_trace
 
     kwargs = dict(job.explain_kwargs)
-    window, note = kwargs.pop("window", None), None
-    if window is None:
-        window, note = window_that_fits(Path(job.path))
-    trace = load_trace(job.path, window)  # loaded here: the collectives are read from it too
     if job.captures and kwargs.get("capture") is None:
         kwargs["capture"] = list(job.captures)
+    window, note = kwargs.pop("window", None), None
+    if window is None:
+        windows = windows_that_fit(Path(job.path))
+        if windows is not None:
+            return _explain_in_windows(job, windows, kwargs)
+        window, note = window_that_fits(Path(job.path))
+    trace = load_trace(job.path, window)  # loaded here: the collectives are read from it too
     analysis = explain_trace(trace, **kwargs)
     if note:
         analysis = replace(analysis, notes=(*analysis.notes, note))
     return rank_result(job.path, trace, analysis)
 
 
+def _explain_in_windows(job: RankJob, plan: tuple[list[TraceWindow], str], kwargs: dict[str, Any]):
+    """A rank too big for its task, explained one window after another (one in memory at a time), its
+    steps found the same way in each (ProfilerStep#N), the windows' results combined into one."""
+    from tracer.api import explain_trace
+    from tracer.explain.ranks.records import RankResult
+    from tracer.explain.ranks.report import rank_result
+    from tracer.explain.windows import combine_window_analyses
+    from tracer.load import load_trace
+
+    windows, note = plan
+    kwargs = {**kwargs, "step_methods": kwargs.get("step_methods") or ("profiler",)}
+    parts: list[RankResult] = []
+    for window in windows:
+        trace = load_trace(job.path, window)
+        parts.append(rank_result(job.path, trace, explain_trace(trace, **kwargs)))
+        del trace  # the next window loads only once this one is gone
+    analysis, inexact = combine_window_analyses([p.analysis for p in parts])
+    if inexact:
+        note += "; not exact over the windows: " + ", ".join(inexact)
+    collectives = tuple(
+        sorted(set().union(*(p.collectives for p in parts)), key=lambda c: (c.start_ns, c.end_ns))
+    )
+    return replace(
+        parts[0],
+        analysis=replace(analysis, notes=(*analysis.notes, note)),
+        collectives=collectives,
+        collective_source=next((p.collective_source for p in parts if p.collective_source), ""),
+    )
+
+
+def windows_that_fit(path: Path) -> tuple[list[TraceWindow], str] | None:
+    """None when the whole trace fits the memory available or it cannot be cut at its steps; else
+    the consecutive windows, each ending where a ProfilerStep#N begins, whose loads each fit, and
+    the note that says the rank was explained in them (and combined: the whole trace, every step)."""
+    from tracer.explain.ranks.report import WINDOWED
+    from tracer.load.memory import available_memory, estimated_peak, human, json_size_of
+    from tracer.load.window_plan import step_windows
+
+    available = available_memory()
+    json_bytes = json_size_of(path)
+    if available is None or json_bytes == 0 or estimated_peak(json_bytes) <= available:
+        return None
+    windows = step_windows(path, json_bytes, int(WINDOW_MARGIN * available))
+    if windows is None or len(windows) < 2:
+        return None
+    cuts = ", ".join(f"{w.start_ms:.0f}:{w.end_ms:.0f}" for w in windows)
+    note = (
+        f"{WINDOWED} ({human(estimated_peak(json_bytes))} needed, {human(available)} there): "
+        f"explained whole, in {len(windows)} consecutive windows of its ProfilerStep#N ranges "
+        f"(--window {cuts} ms), combined"
+    )
+    return windows, note
+
+
 def window_that_fits(path: Path) -> tuple[TraceWindow | None, str | None]:
     """(None, None) when the whole trace fits the memory available; else the leading time window
-    whose load fits (``--window 0:END``) and the note that says so. None too when no window would
+    whose load fits (``--window 0:END``) and the note that says so: only a part of the trace (for
+    a trace `windows_that_fit` cannot cut at its steps). None too when no window would
     fit (the loader then refuses the trace in its one line)."""
     from tracer.explain.ranks.report import WINDOWED
     from tracer.load.memory import available_memory, estimated_peak, human, json_size_of

@@ -1,5 +1,10 @@
 """`explain DIR --json` on the rank fixtures is what it was before the per-rank code moved to
-`tracer.ranks` (issue 19): the outputs recorded then, in `fixtures/steps/ranks_json/`, byte for byte."""
+`tracer.ranks` (issue 19): the outputs recorded then, in `fixtures/steps/ranks_json/`, byte for byte.
+
+A change that means to alter this output re-records it (`python -m tracer explain
+tests/fixtures/steps/NAME --json > tests/fixtures/steps/ranks_json/NAME.json` from the repository root)
+and says why in its commit: last, when origins gained `fused` and `compiled` (issue 16; nothing else
+changed)."""
 
 from __future__ import annotations
 

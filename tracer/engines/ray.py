@@ -17,6 +17,7 @@ from tracer.errors import InputError
 
 WHERE = "--engine ray"
 CONNECT_TIMEOUT_S = 5.0
+log = logging.getLogger(__name__)  # DEBUG: the node each rank's task ran on
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def run_on_ray(task: RankTask, jobs: Sequence[RankJob], nodes: Sequence[Node]) -
 
     by_id = {n.node_id: n for n in nodes}
     smallest = min((n.memory for n in nodes if n.memory), default=0)
-    remote = ray.remote(max_retries=0)(task)
+    remote = ray.remote(max_retries=0)(_on_node)
     refs = []
     for job in jobs:
         room = by_id[job.node].memory if job.node in by_id else smallest
@@ -161,16 +162,23 @@ def run_on_ray(task: RankTask, jobs: Sequence[RankJob], nodes: Sequence[Node]) -
             options["memory"] = budget
         if job.node is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(job.node, soft=False)
-        refs.append(remote.options(**options).remote(job, budget))
+        refs.append(remote.options(**options).remote(task, job, budget))
     outcomes = []
     for job, ref in zip(jobs, refs):
         try:
-            outcomes.append(ray.get(ref))
+            outcome, node_id = ray.get(ref)
+            log.debug("%s ran on node %s", job.path, node_id)
+            outcomes.append(outcome)
         except ray.exceptions.RayTaskError:
             raise  # a bug in the task, not in the input
         except ray.exceptions.RayError as err:
             outcomes.append(failed(job, f"the Ray task explaining this trace failed: {_one_line(err)}"))
     return outcomes
+
+
+def _on_node(task: RankTask, job: RankJob, budget: int | None) -> tuple[Outcome, str]:
+    """The task's outcome and the id of the node it ran on."""
+    return task(job, budget), _ray().get_runtime_context().get_node_id()
 
 
 def read_manifest(path: str | Path) -> dict[str, str]:
