@@ -123,7 +123,9 @@ def run_explain(tree: Path, trace: Path, cores: int, out: Path) -> dict:
     """`explain TRACE --json` with `tree`'s code on `cores` cores: wall seconds, peak PSS, output digest.
     Every run starts in the folder of `out` (the same for both trees)."""
     cpus = sorted(os.sched_getaffinity(0))[:cores]
-    env = dict(os.environ, PYTHONPATH=str(tree), KERNELTRACE_LOAD_WORKERS=str(cores))
+    # The tree first, then whatever the environment already puts on the path (a --target install).
+    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, KERNELTRACE_LOAD_WORKERS=str(cores))
     env.pop("KERNELTRACE_MEMORY_LIMIT", None)
     command = [sys.executable, "-m", "tracer", "explain", str(trace), "--json"]
     if SOURCE_ROOT.is_dir():
