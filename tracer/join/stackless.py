@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
 WINDOW = 12  # top-level ops on each side of the hot one that it is judged by
 MAX_FILES = 12  # files whose functions are aligned, picked by the window's op names they spell
-MAX_FUNCTIONS = 40  # functions aligned per hot op, picked by the ops they predict
+MAX_FUNCTIONS = 10  # functions aligned per hot op, picked by the ops they predict
 MAX_CANDIDATES = 5
 RANKING_CONFIDENCE = 0.45  # the most a ranking claims: never read as a match
 MIN_FIT = 2.5  # a candidate's function must explain more of the window than the op itself
@@ -639,6 +639,8 @@ class StacklessRanker:
         if near.bindings is not None and name in near.bindings.classes:
             return near, name
         holders = [f for f in self._defining(name, "class") if f.bindings is not None]
+        if len(holders) > 1:  # several: the one beside the caller
+            holders = [f for f in holders if f.path.parent == near.path.parent]
         return (holders[0], name) if len(holders) == 1 else None
 
     def _method(self, owner: str, name: str, source_file: _SourceFile, skip_own: bool = False, depth: int = 0):
@@ -674,14 +676,12 @@ class StacklessRanker:
         return ()
 
     def _function(self, name: str, near: _SourceFile) -> _Function | None:
-        """The module-level function `name`: the caller's file's, else the only one parsed or defined."""
+        """The module-level function `name`: the caller's file's, else the only one parsed (not looked
+        up in unparsed files: common helper names would parse much of a big package)."""
         own = [f for f in near.functions if f.name == name and f.owner is None]
         if len(own) == 1:
             return own[0]
         found = [f for f in self._by_name.get(name, []) if f.owner is None]
-        if not found:
-            for source_file in self._defining(name, "def"):
-                found.extend(f for f in source_file.functions if f.name == name and f.owner is None)
         return found[0] if len(found) == 1 else None
 
     def _defining(self, name: str, keyword: str) -> list[_SourceFile]:
