@@ -68,6 +68,7 @@ class ModuleBindings:
     module: dict[str, tuple[Binding, ...]] = field(default_factory=dict)
     functions: dict[int, dict[str, tuple[Binding, ...]]] = field(default_factory=dict)
     super_calls: set[tuple[int, int]] = field(default_factory=set)  # (line, col) as `CallPoint` has them
+    text_compares: set[tuple[int, int]] = field(default_factory=set)  # ``kind == "gelu"``: no tensor op
 
 
 def module_bindings(tree: ast.Module) -> ModuleBindings:
@@ -107,7 +108,12 @@ def _bind_statement(
     node: ast.stmt, found: ModuleBindings, scope: dict, method_class: ClassSketch | None
 ) -> None:
     for child in ast.walk(node):
-        if isinstance(child, ast.Call):
+        if isinstance(child, ast.Compare) and any(
+            isinstance(side, ast.Constant) and isinstance(side.value, (str, bytes))
+            for side in (child.left, *child.comparators)
+        ):
+            found.text_compares.add((child.lineno, child.col_offset))
+        elif isinstance(child, ast.Call):
             func = child.func
             if (
                 isinstance(func, ast.Attribute)
@@ -121,10 +127,19 @@ def _bind_statement(
     elif isinstance(node, ast.AnnAssign) and node.value is not None:
         pairs = [(node.target, node.value)]
     elif isinstance(node, (ast.For, ast.AsyncFor)):
-        if isinstance(node.target, ast.Name) and method_class is not None:
-            elements = _elements_of(node.iter, method_class)
+        target, iterated = node.target, node.iter
+        if (  # for i, layer in enumerate(self.layers)
+            isinstance(target, ast.Tuple)
+            and len(target.elts) == 2
+            and isinstance(iterated, ast.Call)
+            and _last_name(iterated.func) == "enumerate"
+            and iterated.args
+        ):
+            target, iterated = target.elts[1], iterated.args[0]
+        if isinstance(target, ast.Name) and method_class is not None:
+            elements = _elements_of(iterated, method_class)
             if elements:
-                scope[node.target.id] = elements
+                scope[target.id] = elements
         return
     else:
         return

@@ -99,6 +99,7 @@ REWARD = -1.0  # an op the point predicts by name
 QUIET_REWARD = -0.3  # a view or scalar op the point predicts (they fit many places)
 BLOCK = 0.1  # an op absorbed by a call that runs a block of its own (a module, a helper)
 INSIDE = 0.5  # an op inside the function's part that no point explains
+QUIET_SKIP = 0.05  # a point that may well run no op (a number, a str compare)
 SKIPPED_OP = 0.6  # a torch call or tensor operator on the path that ran no op
 DTYPE_AGAINST = 3.0
 DTYPE_FOR = -0.5
@@ -384,19 +385,24 @@ class StacklessRanker:
             return Ranking((), 0.0, ("no source file under the source roots spells the ops around it",))
         tokens = tuple(token_of(name, Cat.CPU_OP) for name in window)
         wanted = {t.name for t in tokens if not t.noise}
-        functions = []
+        by_calls, by_own = [], []  # the ops it and its callees name; the ops its own lines name
         for source_file in files:
             for function in source_file.functions:
                 bag = self._bag(function)
                 if hot_op in bag or function.calls:
-                    overlap = len(wanted & bag)
-                    functions.append(
-                        (-(overlap + 2 * (hot_op in bag)), source_file.name, function.line, function)
-                    )
-        functions.sort(key=lambda item: item[:3])
+                    key = (source_file.name, function.line)  # ties: the more specific bag first
+                    by_calls.append((-(len(wanted & bag) + 2 * (hot_op in bag)), len(bag), *key, function))
+                    if hot_op in function.bag:
+                        by_own.append((-(len(wanted & function.bag) + 2), len(function.bag), *key, function))
+        by_calls.sort(key=lambda item: item[:4])
+        by_own.sort(key=lambda item: item[:4])
+        # a caller's bag holds its callees' ops and outgrows theirs: the functions that spell the op
+        # themselves get places of their own
+        picked = by_calls[:MAX_FUNCTIONS] + by_own[:MAX_FUNCTIONS]
+        functions = list({id(item[-1]): item for item in picked}.values())
         words = _range_words(ranges)
         scored: dict[tuple[str, int], Candidate] = {}
-        for *_, function in functions[:MAX_FUNCTIONS]:
+        for *_, function in functions:
             expanded = self._expand(function)
             if expanded is None:
                 continue
@@ -487,6 +493,15 @@ class StacklessRanker:
         files = [function.file.name] * len(points)
         functions = [qualified] * len(points)
         eps, consume, repeats = list(program.eps), list(program.consume), list(program.repeats)
+        bindings = function.file.bindings
+        if bindings is not None and bindings.text_compares:
+            # comparing with a str runs no op: skipping it is free (the program cannot tell)
+            free = {
+                (u, v)
+                for u, v, p in consume
+                if points[p].kind == OPERATOR and (points[p].line, points[p].col) in bindings.text_compares
+            }
+            eps = [(u, v, QUIET_SKIP if (u, v) in free else c) for u, v, c in eps]
         n = program.n_states
         inlined: set[int] = set()
         if depth > 0:
