@@ -35,7 +35,9 @@ TORCH_MODULE_OPS = {
     "Conv2d": "conv2d",
 }
 # Calls on a module that return the module itself: `Cls(...).to(device)` binds a `Cls`.
-_SAME_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "eval", "train", "requires_grad_"})
+_SAME_MODULE_METHODS = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "bfloat16", "eval", "train", "requires_grad_"}
+)
 _CONTAINERS = frozenset({"ModuleList", "list", "tuple"})
 
 
@@ -161,10 +163,14 @@ def _bind_statement(
             and method_class is not None
         ):
             if bound:
-                method_class.attributes[target.attr] = _merge(method_class.attributes.get(target.attr, ()), bound)
+                method_class.attributes[target.attr] = _merge(
+                    method_class.attributes.get(target.attr, ()), bound
+                )
             elements = _container_elements(value)
             if elements:
-                method_class.elements[target.attr] = _merge(method_class.elements.get(target.attr, ()), elements)
+                method_class.elements[target.attr] = _merge(
+                    method_class.elements.get(target.attr, ()), elements
+                )
 
 
 def _elements_of(node: ast.AST, method_class: ClassSketch) -> tuple[Binding, ...]:
@@ -208,16 +214,25 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
     if name == "partial" and value.args:
         inner = value.args[0]
         dtype = next((_dtype_text(k.value) for k in value.keywords if k.arg == "dtype"), None)
-        if isinstance(inner, ast.Attribute) and inner.attr in TORCH_API and _root_name(inner) in (
-            "torch",
-            "F",
-            "Tensor",
-            "functional",
+        if (
+            isinstance(inner, ast.Attribute)
+            and inner.attr in TORCH_API
+            and _root_name(inner)
+            in (
+                "torch",
+                "F",
+                "Tensor",
+                "functional",
+            )
         ):
             return (Binding(TORCH_OP, inner.attr, dtype=dtype),)
         target = _last_name(inner)
         return (Binding(PARTIAL, target, dtype=dtype),) if target else ()
-    if isinstance(func, ast.Attribute) and func.attr in _SAME_MODULE_METHODS and isinstance(func.value, ast.Call):
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr in _SAME_MODULE_METHODS
+        and isinstance(func.value, ast.Call)
+    ):
         return bindings_of(func.value)
     if name is None:
         return ()

@@ -45,7 +45,6 @@ from tracer.join.program import (
     CALL,
     GETITEM,
     ITER,
-    OPAQUE,
     OPERATOR,
     PROPERTY,
     SETITEM,
@@ -316,7 +315,9 @@ class _Function:
     name: str
     owner: str | None  # its class
     bag: frozenset[str]
-    calls: tuple[tuple[str, str], ...]  # (name, receiver: SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT)
+    calls: tuple[
+        tuple[str, str], ...
+    ]  # (name, receiver: SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT)
     bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # its names' (and closure's)
 
     def program(self) -> Program | None:
@@ -341,7 +342,14 @@ BM25_K1, BM25_B = 1.2, 0.75  # file picking: how much a file's size discounts th
 MAX_CALLEES = 3  # alternatives spliced in for one call (``self.act = A() if ... else B()``)
 MAX_DEFINING_FILES = 3  # a class or function defined in more files than this is not looked up by name
 # How a call names what it runs, for `StacklessRanker._callees`.
-SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = "self", "super", "name", "attribute", "property", "element"
+SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
+    "self",
+    "super",
+    "name",
+    "attribute",
+    "property",
+    "element",
+)
 _DEFINED = re.compile(r"^[ \t]*(class|def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 MAX_INLINED_POINTS = 600
 _GENERIC_NAMES = frozenset(
@@ -615,9 +623,9 @@ class StacklessRanker:
             if len(candidates) == 1:
                 found.append(candidates[0])
         # a function may run itself once more (recursion), no deeper
-        return tuple(
-            dict.fromkeys(f for f in found if isinstance(f, Binding) or stack.count(id(f)) < 2)
-        )[:MAX_CALLEES]
+        return tuple(dict.fromkeys(f for f in found if isinstance(f, Binding) or stack.count(id(f)) < 2))[
+            :MAX_CALLEES
+        ]
 
     def _bound(self, binding: Binding, near: _SourceFile) -> list:
         if binding.kind == TORCH_OP:
@@ -658,7 +666,9 @@ class StacklessRanker:
             holders = [f for f in holders if f.path.parent == near.path.parent]
         return (holders[0], name) if len(holders) == 1 else None
 
-    def _method(self, owner: str, name: str, source_file: _SourceFile, skip_own: bool = False, depth: int = 0):
+    def _method(
+        self, owner: str, name: str, source_file: _SourceFile, skip_own: bool = False, depth: int = 0
+    ):
         """Method `name` of class `owner` (of `source_file`) or of its bases, by name."""
         if not skip_own:
             for function in source_file.functions:
