@@ -160,8 +160,10 @@ def wrong_table(results: list[TraceResult], mode: str, limit: int) -> Table | No
 def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]], modes: list[str]) -> str:
     """The figures as markdown tables (what bench/ACCURACY.md records)."""
     lines = [
-        "| family | torch | mode | truth time (ms) | coverage | accuracy | conf >= 0.9: ms answered, right, "
-        + "wrong origins | 0.5-0.9 | < 0.5 | stack = CallFrom's line | no-stack rank 1 / top 3 |",
+        (
+            "| family | torch | mode | truth time (ms) | coverage | accuracy | conf >= 0.9: ms answered, right, "
+            "wrong origins | 0.5-0.9 | < 0.5 | stack = CallFrom's line | no-stack rank 1 / top 3 |"
+        ),
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for key, scores in by_family.items():

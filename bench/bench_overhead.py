@@ -40,9 +40,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from examples.glm5_kv_cast import model as glm5  # noqa: E402
-from tracer.instrument import FunctionRanges, SiteInstrumentation, SitePlan  # noqa: E402
-from tracer.static import scan  # noqa: E402
+from examples.glm5_kv_cast import model as glm5
+from tracer.instrument import FunctionRanges, SiteInstrumentation, SitePlan
+from tracer.static import scan
 
 FUNCTIONS = (
     "examples.glm5_kv_cast.model.DecoderLayer.forward",

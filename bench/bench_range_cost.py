@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracer.instrument.runtime import ProfiledRange, _bind, named_range  # noqa: E402
+from tracer.instrument.runtime import ProfiledRange, _bind, named_range
 
 NAME = "kt:site:0123456789@sglang/srt/layers/attention/flashattention_backend.py:2350"
 

@@ -156,7 +156,7 @@ def main() -> int:
         ranks.mkdir()
         for rank in range(RANKS):
             shutil.copy(SOURCE, ranks / f"run-TP-{rank}.trace.json.gz")
-        from tracer.explain.ranks.workers import explain_rank_directory
+        from tracer.ranks import explain_rank_directory
 
         one = best_of(args.repeat, lambda: explain_rank_directory(ranks, workers=1, select="TP-0."))
         directory = best_of(args.repeat, lambda: explain_rank_directory(ranks, workers=1))

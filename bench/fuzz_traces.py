@@ -39,6 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "hardening"))
 
+import contextlib
+
 import robust_cases
 import trace_fuzz
 
@@ -100,10 +102,8 @@ class Worker:
             return ("failure", f"worker died (exit code {self.process.exitcode})", 0)
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.process.join()
         self.connection.close()
 

@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import trace_models
 
 REPO = Path(__file__).resolve().parents[1]
 # The transformers traces first lived in ../shared/fixtures/gpu-traces; a copy is here so that a clone
@@ -60,3 +61,32 @@ def cpu_profile():
         )
 
     return start
+
+
+# Real torch.profiler runs on CPU of tests/trace_models.py (the loader's and the join's tests read them).
+@pytest.fixture(scope="session")
+def stack_trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """2 steps x 3 layers of `trace_models.Stack`, profiled with_stack=True."""
+    path = tmp_path_factory.mktemp("cpu-traces") / "stack.json"
+    trace_models.profile_stack(str(path), with_stack=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def nostack_trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same run profiled with_stack=False: no python_function events at all."""
+    path = tmp_path_factory.mktemp("cpu-traces") / "nostack.json"
+    trace_models.profile_stack(str(path), with_stack=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def model_lines() -> dict[str, int]:
+    """The marked lines of tests/trace_models.py."""
+    return trace_models.marker_lines()
+
+
+@pytest.fixture(scope="session")
+def cpu_fixtures() -> Path:
+    """Committed CPU traces (tests/fixtures/cpu/README.md says how they were made)."""
+    return REPO / "tests" / "fixtures" / "cpu"

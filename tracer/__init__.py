@@ -1,6 +1,8 @@
 """kerneltrace: which line of Python launched this hot GPU kernel, and why is it there?"""
 
-__version__ = "0.1.0"
+from tracer.version import __version__
+
+__all__ = ["__version__", "profile"]
 
 
 def profile(*args, **kwargs):  # the signature is tracer.instrument.profile's

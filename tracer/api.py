@@ -62,7 +62,8 @@ def attribute_trace(
     """The join's answer for every GPU event of ``trace`` (what `annotate` writes back): sites (given,
     or scanned from ``source``) -> join -> CUDA-graph replays. ``trace``: a path or a loaded `Trace`."""
     from tracer.join import attribute, has_python_frames, sites_for_trace
-    from tracer.join.graph_replay import attribute_replays
+    from tracer.join.replay.attribute import attribute_replays
+    from tracer.join.replay.compiled import attribute_compiled_replays
     from tracer.load import load_trace
 
     roots = _check_roots(source)  # before loading: a mistyped root should not wait for a big trace
@@ -97,6 +98,7 @@ def attribute_trace(
     attributions = attribute(trace, site_list, source_roots=roots)
     # Graph replays (if any) take their capture-time lines; a no-op for traces without replays.
     attribute_replays(trace, attributions, captures, sites=site_list, source_roots=roots)
+    attribute_compiled_replays(trace, attributions, source_roots=roots)  # replays of compiled code
     return attributions
 
 

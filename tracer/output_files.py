@@ -82,7 +82,10 @@ def output_file(path: str | Path, *, text: bool = False) -> Iterator[IO]:
         raise InputError(path, f"cannot write: {err.strerror or err}") from None
     try:
         with os.fdopen(
-            fd, "w" if text else "wb", **({"encoding": "utf-8", "errors": "backslashreplace"} if text else {})
+            fd,
+            "w" if text else "wb",
+            encoding="utf-8" if text else None,
+            errors="backslashreplace" if text else None,
         ) as handle:
             yield handle
         os.chmod(temporary, 0o666 & ~_umask())

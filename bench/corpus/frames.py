@@ -26,7 +26,7 @@ def is_library_name(file: str) -> bool:
         or "/torch/" in path
     ):
         return True
-    if "/site-packages/torch/" in path or "/lib/python3" in path and "site-packages" not in path:
+    if "/site-packages/torch/" in path or ("/lib/python3" in path and "site-packages" not in path):
         return True
     head = path.split("/", 1)[0]
     stem = head.removesuffix(".py")

@@ -39,7 +39,9 @@ def profile_variant(variant: str, preset_name: str, steps: int, sites, out: Path
     model = DecodeModel(preset, variant, device=torch.device("cpu"), seed=0)
     token_hidden = model.example_input()
     model.decode_step(token_hidden, 0)  # warm-up outside the profiler
-    with profile(sites=sites, steps=steps, warmup=1, out=out, explain=False, layers=preset.num_hidden_layers) as run:
+    with profile(
+        sites=sites, steps=steps, warmup=1, out=out, explain=False, layers=preset.num_hidden_layers
+    ) as run:
         for step in range(1, 2 + steps):
             model.decode_step(token_hidden, step)
             run.step()
@@ -77,7 +79,9 @@ def run_demo(preset: str, steps: int, out: Path, console: Console) -> DemoResult
         console.print(f"           {'; '.join(site.reasons)}", style="dim")
     console.print(f"  {len(found.sites)} sites in {found.files_scanned} files")
 
-    console.print(Rule(f"2. profile {steps} decode steps of the bug (cast_whole), site ranges, no with_stack"))
+    console.print(
+        Rule(f"2. profile {steps} decode steps of the bug (cast_whole), site ranges, no with_stack")
+    )
     before = profile_variant("cast_whole", preset, steps, found.sites, out / "cast_whole.json.gz")
     print_table(before, console, top=5)
 

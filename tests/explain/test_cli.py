@@ -72,6 +72,8 @@ ORIGIN_KEYS = {
     "replay",
     "before_trace",
     "candidates",
+    "fused",
+    "compiled",
 }
 
 

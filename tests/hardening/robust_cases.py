@@ -350,7 +350,8 @@ def _peak_mb() -> int:
 
 def _run_rank_directory(case: RobustCase) -> trace_fuzz.Outcome:
     from tracer.errors import InputError
-    from tracer.explain.ranks.workers import RankFailures, explain_rank_directory
+    from tracer.explain.ranks import RankFailures
+    from tracer.ranks import explain_rank_directory
 
     good, bad = case.options["good"], case.options["bad"]
     try:

@@ -49,7 +49,7 @@ def test_without_the_ratio_check_the_memory_budget_still_stops_it(bomb: Path, mo
     parsed whole against a fifth of it), and no buffer grows past a chunk."""
     monkeypatch.setattr(load_source, "MAX_INFLATION_RATIO", 10**9)
     monkeypatch.setenv("KERNELTRACE_MEMORY_LIMIT", str(1 << 30))
-    with pytest.raises(InputError, match="holds more than .* of JSON, more than .* allows"):
+    with pytest.raises(InputError, match=r"holds more than .* of JSON, more than .* allows"):
         load_trace(bomb)
 
 

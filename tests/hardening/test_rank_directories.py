@@ -13,7 +13,8 @@ import trace_bombs
 from trace_fuzz import run_cli
 
 from tracer.errors import InputError
-from tracer.explain.ranks.workers import RankFailures, explain_rank_directory
+from tracer.explain.ranks import RankFailures
+from tracer.ranks import explain_rank_directory
 
 RUN = "1790000000.0"
 

@@ -63,7 +63,6 @@ def sample_sites(sample_package):
     return scan([sample_package / "sites.py"], cache_dir=False).sites
 
 
-
 def user_ranges(path: Path) -> list[str]:
     from tracer.load import load_trace
     from tracer.model.events import Cat

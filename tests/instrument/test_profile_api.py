@@ -88,9 +88,8 @@ def test_too_few_steps_for_the_schedule_is_an_input_error(model_sites, tmp_path)
 
 
 def test_bad_arguments_are_input_errors(tmp_path):
-    with pytest.raises(InputError, match="must end in .json"):
-        with profile(out=tmp_path / "trace.txt"):
-            pass
+    with pytest.raises(InputError, match=r"must end in \.json"), profile(out=tmp_path / "trace.txt"):
+        pass
     with pytest.raises(InputError, match="has no attribute 'nothing'"):
         with profile(out=tmp_path / "t.json", functions=["examples.glm5_kv_cast.model.DecodeModel.nothing"]):
             pass

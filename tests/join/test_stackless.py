@@ -39,7 +39,9 @@ def _line_of(path: Path, text: str, after: str) -> int:
     return next(i for i, line in enumerate(lines[start:], start + 1) if line.strip() == text)
 
 
-def test_sglang_fp8_casts_ranked_first_without_stacks(sglang_nostack_trace: Path, sglang_source: Path) -> None:
+def test_sglang_fp8_casts_ranked_first_without_stacks(
+    sglang_nostack_trace: Path, sglang_source: Path
+) -> None:
     analysis = explain_trace(sglang_nostack_trace, source=[sglang_source])
     backend = sglang_source / "srt" / "layers" / "attention" / "torch_native_backend.py"
     decode = "def _run_sdpa_forward_decode("

@@ -19,7 +19,7 @@ def plain_loop(thresholds, ends, pushed) -> list[int]:
     """The stack sweep as nesting defines it: pop while the top ends below the threshold, read the top."""
     stack: list[int] = []
     out = []
-    for step, (threshold, end, push) in enumerate(zip(thresholds.tolist(), ends.tolist(), pushed.tolist())):
+    for step, (threshold, _end, push) in enumerate(zip(thresholds.tolist(), ends.tolist(), pushed.tolist())):
         while stack and ends[stack[-1]] < threshold:
             stack.pop()
         out.append(stack[-1] if stack else -1)

@@ -64,7 +64,7 @@ def _module_attribute(module_name: str):
 def _ensure_torchvision() -> None:
     try:
         import torchvision  # noqa: F401
-    except Exception:
+    except Exception:  # noqa: BLE001 (a broken torchvision install raises anything: stand in for it)
         for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
             del sys.modules[name]
         sys.meta_path.append(_TorchvisionStandIn())
@@ -136,4 +136,3 @@ def loaded_plugin(reference_outputs, unhooked_capture_outputs):
     # are no-ops without a profiler, and HookRegistry has no way to take them off).
     if plugin._state["instrumentation"] is not None:
         plugin._state["instrumentation"].uninstall()
-

@@ -125,8 +125,10 @@ def test_sglang_own_capture_profiling_gets_our_ranges_and_no_second_profiler(
     assert names.count("kt:fn:TorchNativeAttnBackend.forward_decode") == LAYERS * 2
     assert any(name.endswith(f"@{BACKEND_FILE}:246") for name in names)
     assert [r.getMessage() for r in caplog.records if "--enable-profile-cuda-graph" in r.getMessage()] == [
-        "kerneltrace: SGLang profiles the CUDA-graph capture itself (--enable-profile-cuda-graph); our "
-        "ranges are in its trace (written with SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1)"
+        (
+            "kerneltrace: SGLang profiles the CUDA-graph capture itself (--enable-profile-cuda-graph); our "
+            "ranges are in its trace (written with SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE=1)"
+        )
     ]
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from tests.join.replay.conftest import marked_line
 from tests.ranks.conftest import SCRIPT, SOURCE
-from tests.replay.conftest import marked_line
 from tracer.cli import main
 
 CAST = f"make_rank_traces.py:{marked_line(SCRIPT, r'# line:cast$')}"

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.join.replay.conftest import REPLAY_FIXTURES, marked_line
 from tests.ranks.conftest import SCRIPT, SOURCE
-from tests.replay.conftest import REPLAY_FIXTURES, marked_line
 from tracer.cli import main
 from tracer.errors import InputError
-from tracer.explain.ranks import explain_ranks, find_rank_traces
+from tracer.explain.ranks import find_rank_traces
+from tracer.ranks import explain_ranks
 
 CAST = f"make_rank_traces.py:{marked_line(SCRIPT, r'# line:cast$')}"
 

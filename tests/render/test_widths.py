@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from render_traces import BUG, CAST_LINE, FIX, NOSTACK, REPO
 
 from tracer.cli import main
-from tracer.cli.common import WIDTH_WHEN_PIPED
+from tracer.render.console import WIDTH_WHEN_PIPED
 
 WIDTHS = (80, 100, 120, 160, 200)
 # A file:line the table shows: a path (maybe shortened from the left with "…/") ending in ".py:NNN".

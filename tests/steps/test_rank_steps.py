@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.steps.conftest import CORPUS, Case, cases
-from tracer.explain.ranks import RankReport, explain_ranks
+from tracer.explain.ranks import RankReport
 from tracer.explain.ranks.consistency import step_methods_to_align
+from tracer.ranks import explain_ranks
 
 RANKS = [c for c in cases() if c.is_ranks]
 CAST = "aten::to > aten::_to_copy > aten::copy_"  # the whole-pool cast, the only copy in a layer

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from tracer import __version__
+from tracer.version import __version__
 
 # command name -> module under tracer.cli defining a click command called `command`.
 # Modules import their heavy dependencies (torch, libcst, graphviz) inside the command body,

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.common import print_json, reports_input_errors
 from tracer.cli.options import capture_option, derived_output, output_option, sites_option, source_option
+from tracer.render.console import stdout_console
 
 
 @click.command(name="annotate")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -13,6 +12,7 @@ import click
 import orjson
 
 from tracer.errors import InputError
+from tracer.render.console import table_console
 
 EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
 
@@ -37,6 +37,7 @@ def reports_input_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _deferred.clear()  # a command run before in this process (a test's) left its own
         try:
             result = func(*args, **kwargs)
         except BrokenPipeError:  # the reader stopped early (`| head`): click exits 1, quietly
@@ -81,23 +82,6 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-WIDTH_WHEN_PIPED = 200  # a table piped or captured without COLUMNS: wide enough for every column
-
-
-def stdout_console():  # -> rich.console.Console
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False)
-
-
-def table_console():  # -> rich.console.Console
-    """The console tables are fitted to: the terminal's width, else COLUMNS, else `WIDTH_WHEN_PIPED`."""
-    console = stdout_console()
-    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
-        console.width = WIDTH_WHEN_PIPED
-    return console
-
-
 def table_width(wide: bool) -> int | None:
     """The width a command's tables fit (None: --wide, every column whole)."""
     return None if wide else table_console().width
@@ -123,9 +107,3 @@ def progress_line(then: str = "") -> Iterator[None]:
             yield
     finally:
         line.close()
-
-
-def stderr_console():  # -> rich.console.Console (notes)
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False)

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.common import print_json, reports_input_errors
 from tracer.cli.graph import write_graph_file
 from tracer.cli.options import TraceOptions, analyse, output_option, top_option, trace_options
-from tracer.cli.rank_dirs import analyse_ranks, rank_output, ranks_match_option
+from tracer.cli.rank_dirs import RankOptions, analyse_rank_directories, rank_options, rank_output
+from tracer.render.console import stdout_console
 from tracer.render.diff_table import print_diff
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     "For directories: one per rank, OUTPUT-rank<N>.svg."
 )
 @top_option(15, "Origins listed and drawn.")
-@ranks_match_option
+@rank_options
 @click.option("--json", "as_json", is_flag=True, help="Print the whole diff as JSON.")
 @reports_input_errors
 def command(
@@ -36,7 +37,7 @@ def command(
     options: TraceOptions,
     output: str | None,
     top: int,
-    ranks_match: str | None,
+    ranks: RankOptions,
     as_json: bool,
 ) -> None:
     """Compare BEFORE and AFTER traces: GPU time and calls per step of every origin and kernel.
@@ -46,7 +47,7 @@ def command(
     (TP-<rank> in the names), and each pair is compared.
     """
     if Path(before).is_dir() or Path(after).is_dir():
-        _diff_ranks(before, after, options, ranks_match, top, output, as_json)
+        _diff_ranks(before, after, options, ranks, top, output, as_json)
         return
     old, new = analyse(before, options), analyse(after, options)
     diff, drawn = _compare(old, new, top, Path(output) if output else None)
@@ -83,7 +84,7 @@ def _diff_ranks(
     before: str,
     after: str,
     options: TraceOptions,
-    ranks_match: str | None,
+    ranks: RankOptions,
     top: int,
     output: str | None,
     as_json: bool,
@@ -98,7 +99,7 @@ def _diff_ranks(
             raise InputError(
                 path, f"not a directory, but {other} is: give two trace files or two directories"
             )
-    old, new = analyse_ranks(before, options, ranks_match), analyse_ranks(after, options, ranks_match)
+    old, new = analyse_rank_directories([before, after], options, ranks)
     pairs, notes = pair_ranks(old, new)
     if not pairs:
         raise InputError(after, f"no rank in common with {before} (ranks pair by their TP-<rank> number)")

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, table_console, wide_option
+from tracer.cli.common import print_json, reports_input_errors, wide_option
 from tracer.cli.options import TraceOptions, analyse, top_option, trace_options
-from tracer.cli.rank_dirs import analyse_ranks, ranks_match_option
+from tracer.cli.rank_dirs import RankOptions, analyse_ranks, rank_options
 from tracer.render.columns import json_fields
+from tracer.render.console import table_console
 
 JSON_SHAPE = """\b
 --json prints one object (all findings, ranked; numbers in ns, bytes, GB/s):
@@ -26,7 +27,10 @@ JSON_SHAPE = """\b
     origin {location, key, answer, file, line, source, site_id, rule, confidence,
             evidence [str], ranges [str], frames [{file, function,
             def_line, call_line}], ops [str], replay, before_trace,
-            candidates [str]}}]
+            candidates [str], fused [{file, line, ops [str], source,
+            function}] (the user lines a compiled kernel fused), compiled
+            {graph, function, file, def_line, call_file, call_line, ...}
+            (its torch.compile'd region) or null}}]
 With a directory TRACE: {directory, ranks [{rank, path, base_time_ns,
   own_work_per_step_ns, collective_ns, collective_calls, collective_source,
   step_starts_ns [int], step_method, analysis {the object above}}], combined
@@ -52,7 +56,7 @@ JSON_SHAPE = JSON_SHAPE.replace(
 @click.argument("trace", type=click.Path(path_type=Path))
 @trace_options
 @top_option(None, "Rows to show (default 15; --json: all).")
-@ranks_match_option
+@rank_options
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (shape below).")
 @click.option("--markdown", is_flag=True, help="Markdown for pasting into an issue.")
 @wide_option
@@ -61,7 +65,7 @@ def command(
     trace: Path,
     options: TraceOptions,
     top: int | None,
-    ranks_match: str | None,
+    ranks: RankOptions,
     as_json: bool,
     markdown: bool,
     wide: bool,
@@ -76,7 +80,7 @@ def command(
     A trace too big for this machine's memory is refused up front: --steps or --window explain part of it.
     """
     if trace.is_dir():
-        _explain_ranks(trace, options, ranks_match, top, as_json, markdown, wide)
+        _explain_ranks(trace, options, ranks, top, as_json, markdown, wide)
         return
     analysis = analyse(trace, options)
     if as_json:
@@ -97,16 +101,16 @@ def command(
 def _explain_ranks(
     directory: Path,
     options: TraceOptions,
-    ranks_match: str | None,
+    ranks: RankOptions,
     top: int | None,
     as_json: bool,
     markdown: bool,
     wide: bool = False,
 ) -> None:
-    """TRACE is a directory of per-rank traces: `tracer.explain.ranks` explains and compares them."""
+    """TRACE is a directory of per-rank traces: `tracer.ranks` explains and compares them."""
     from tracer.render.ranks import print_rank_report, rank_report_markdown
 
-    report = analyse_ranks(directory, options, ranks_match)
+    report = analyse_ranks(directory, options, ranks)
     if as_json:
         print_json(report.to_dict())
     elif markdown:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.common import print_json, reports_input_errors
 from tracer.cli.options import (
     TraceOptions,
     analyse,
@@ -18,7 +18,8 @@ from tracer.cli.options import (
     top_option,
     trace_options,
 )
-from tracer.cli.rank_dirs import analyse_ranks, base_output, rank_output, ranks_match_option
+from tracer.cli.rank_dirs import RankOptions, analyse_ranks, base_output, each_rank, rank_options
+from tracer.render.console import stdout_console
 
 DRAWINGS = (".svg", ".png", ".pdf", ".dot")
 GRAPH_FILES = (".graphml", ".json")
@@ -67,7 +68,7 @@ def _print_written(console: Any, path: Path, graph: Any, prefix: str = "", inden
 )
 @top_option(12, "Findings drawn in full.")
 @min_share_option("Findings under this percent of GPU time fold into 'other'.")
-@ranks_match_option
+@rank_options
 @click.option("--json", "as_json", is_flag=True, help="Print the graph as node-link JSON on stdout.")
 @reports_input_errors
 def command(
@@ -76,7 +77,7 @@ def command(
     output: str | None,
     top: int,
     min_share: float,
-    ranks_match: str | None,
+    ranks: RankOptions,
     as_json: bool,
 ) -> None:
     """Draw where TRACE's GPU time comes from: scope -> Python -> source line -> aten ops -> kernel.
@@ -91,7 +92,7 @@ def command(
         return build_graph(analysis, top=top, min_share=min_share / 100)
 
     if Path(trace).is_dir():
-        _graph_ranks(trace, options, ranks_match, draw, output, as_json)
+        _graph_ranks(trace, options, ranks, draw, output, as_json)
         return
     graph = draw(analyse(trace, options))
     if as_json:
@@ -106,23 +107,21 @@ def command(
 def _graph_ranks(
     directory: str,
     options: TraceOptions,
-    ranks_match: str | None,
+    ranks: RankOptions,
     draw: Callable[[Any], Any],
     output: str | None,
     as_json: bool,
 ) -> None:
     """One graph per rank of a directory of per-rank traces, written to ``NAME-rank<N>.<suffix>``."""
-    from tracer.explain.ranks import rank_labels
     from tracer.graph import node_link
     from tracer.render.escape import terminal
 
-    report = analyse_ranks(directory, options, ranks_match)
-    base = base_output(output, directory, ".svg")
+    report = analyse_ranks(directory, options, ranks)
+    base = base_output(output, directory, ".svg") if output or not as_json else None
     written = []
-    for label, result in zip(rank_labels(report.ranks), report.ranks):
+    for _, result, path in each_rank(report, base):
         graph = draw(result.analysis)
-        path = write_graph_file(graph, rank_output(base, label)) if output or not as_json else None
-        written.append((result, path, graph))
+        written.append((result, write_graph_file(graph, path) if path else None, graph))
     if as_json:
         print_json(
             {
@@ -142,6 +141,7 @@ def _graph_ranks(
         return
     console = stdout_console()
     for result, path, graph in written:
+        assert path is not None  # None only with --json, handled above
         _print_written(console, path, graph, prefix=f"rank {result.rank}: ", indent="  ")
     for note in report.notes:
         console.print(f"note: {terminal(note)}")

@@ -96,7 +96,7 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
         options = TraceOptions(**{name: kwargs.pop(name) for name in _OPTION_NAMES})
         return func(*args, options=options, **kwargs)
 
-    decorators = [
+    decorators: list[OptionDecorator] = [
         source_option,
         sites_option,
         click.option(
@@ -110,9 +110,10 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
         capture_option,
         *window_options(),
     ]
+    command: Callable[..., Any] = collected
     for decorator in reversed(decorators):
-        collected = decorator(collected)
-    return collected
+        command = decorator(command)
+    return command
 
 
 def window_options() -> list[OptionDecorator]:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, table_console, wide_option
+from tracer.cli.common import print_json, reports_input_errors, wide_option
 from tracer.errors import InputError
+from tracer.render.console import table_console
 
 DEFAULT_STEPS = 3
 
@@ -155,7 +156,7 @@ def command(
         except SystemExit as err:
             if err.code not in (None, 0):
                 failure = f"the script exited with status {err.code}"
-        except Exception as err:  # the user's script failed: show its traceback, keep what was recorded
+        except Exception as err:  # noqa: BLE001 (the user's script failed: show its traceback, keep what was recorded)
             traceback.print_exc()
             failure = f"the script raised {type(err).__name__}: {err}"
     click.echo(f"kerneltrace: {session.report.summary()}; trace: {out}", err=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console
+from tracer.cli.common import print_json, reports_input_errors
 from tracer.cli.options import (
     TraceOptions,
     analyse,
@@ -18,7 +18,8 @@ from tracer.cli.options import (
     top_option,
     trace_options,
 )
-from tracer.cli.rank_dirs import analyse_ranks, base_output, rank_output, ranks_match_option
+from tracer.cli.rank_dirs import RankOptions, analyse_ranks, base_output, each_rank, rank_options
+from tracer.render.console import stdout_console
 
 
 @click.command(name="report")
@@ -31,7 +32,7 @@ from tracer.cli.rank_dirs import analyse_ranks, base_output, rank_output, ranks_
 @top_option(20, "Findings in the report.")
 @top_option(12, "Findings drawn in full.", name="--graph-top")
 @min_share_option("Findings under this percent of GPU time fold into 'other' in the graph.")
-@ranks_match_option
+@rank_options
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @reports_input_errors
 def command(
@@ -41,7 +42,7 @@ def command(
     top: int,
     graph_top: int,
     min_share: float,
-    ranks_match: str | None,
+    ranks: RankOptions,
     as_json: bool,
 ) -> None:
     """Write an HTML report of TRACE: hot kernels, call graph, source around each origin.
@@ -61,7 +62,7 @@ def command(
         return written, min(top, len(analysis.findings)), graph.number_of_nodes()
 
     if Path(trace).is_dir():
-        _report_ranks(trace, options, ranks_match, write, output, top, as_json)
+        _report_ranks(trace, options, ranks, write, output, top, as_json)
         return
     path, shown, nodes = write(
         analyse(trace, options), Path(output) if output else derived_output(trace, ".report.html")
@@ -75,23 +76,21 @@ def command(
 def _report_ranks(
     directory: str,
     options: TraceOptions,
-    ranks_match: str | None,
+    ranks: RankOptions,
     write: Callable[[Any, Path], tuple[Path, int, int]],
     output: str | None,
     top: int,
     as_json: bool,
 ) -> None:
     """One report per rank beside a combined page that links them."""
-    from tracer.explain.ranks import rank_labels
     from tracer.render.escape import terminal
     from tracer.render.html import write_report
     from tracer.render.ranks import rank_report_html
 
-    report = analyse_ranks(directory, options, ranks_match)
+    report = analyse_ranks(directory, options, ranks)
     combined = base_output(output, directory, ".report.html")
     written = [
-        (label, result, *write(result.analysis, rank_output(combined, label)))
-        for label, result in zip(rank_labels(report.ranks), report.ranks)
+        (label, result, *write(result.analysis, path)) for label, result, path in each_rank(report, combined)
     ]
     pages = {label: path.name for label, _, path, _, _ in written}  # beside the combined page
     write_report(rank_report_html(report, pages, top=top), combined)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import print_json, reports_input_errors, stdout_console, table_console, wide_option
+from tracer.cli.common import print_json, reports_input_errors, wide_option
 from tracer.errors import InputError
+from tracer.render.console import stdout_console, table_console
 
 # --rules DIR: extra rule files, for `rules` and `scan` alike.
 rules_dirs_option = click.option(

@@ -8,16 +8,9 @@ from pathlib import Path
 
 import click
 
-from tracer.cli.common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
-    print_json,
-    reports_input_errors,
-    stderr_console,
-    table_console,
-    wide_option,
-)
+from tracer.cli.common import EXIT_FINDINGS, EXIT_OK, print_json, reports_input_errors, wide_option
 from tracer.cli.rules import rules_dirs_option
+from tracer.render.console import stderr_console, table_console
 from tracer.static.platform import ANY, OTHER_PLATFORM_WEIGHT, PLATFORMS, apply_platform, detect_platform
 
 

@@ -165,10 +165,11 @@ def short_type(type_name: str) -> str:
 
 
 def tensor_inputs(args: dict[str, Any]) -> list[tuple[list[int], str]]:
-    """(dims, type) of each plain tensor input (TensorList inputs expanded), in order."""
+    """(dims, type) of each plain tensor input (TensorList inputs expanded), in order; each dims a
+    list of ints (its `numel` is not None), so callers take `math.prod` of it."""
     dims_list = args.get("Input Dims") or []
     types = args.get("Input type") or []
-    out = []
+    out: list[tuple[list[int], str]] = []
     for dims, type_name in zip(dims_list, types):
         if type_name in ("TensorList", "GenericList") and isinstance(dims, list):
             out.extend((d, "") for d in dims if isinstance(d, list) and d and numel(d) is not None)
@@ -218,7 +219,7 @@ def call_bytes(op: str, args: dict[str, Any] | None, kernel: str = "") -> CallBy
     if op in ("aten::clone", "aten::contiguous"):
         inputs = tensor_inputs(args)
         if inputs and (size := type_size(inputs[0][1])):
-            return CallBytes(2 * numel(inputs[0][0]) * size, BASIS_SHAPES)
+            return CallBytes(2 * math.prod(inputs[0][0]) * size, BASIS_SHAPES)
         return None
     if op in ("aten::cat", "aten::stack"):
         return _cat_bytes(args, kernel)
@@ -230,7 +231,29 @@ def call_bytes(op: str, args: dict[str, Any] | None, kernel: str = "") -> CallBy
         return _gemm_bytes(op, args)
     if _ELEMENTWISE.match(op):
         return _elementwise_bytes(args)
+    if _INDUCTOR_KERNEL.match(op):
+        return _kernel_buffer_bytes(args)
     return None
+
+
+# A kernel Inductor generated, recorded as an op of its own name (Triton: "triton_poi_fused_mul_0";
+# C++ with cpp.enable_kernel_profile: "graph_0_cpp_fused_mul_0"): its args are the buffers it uses.
+_INDUCTOR_KERNEL = re.compile(r"^(triton_|graph_\d+_cpp_|cpp_fused_)")
+
+
+def _kernel_buffer_bytes(args: dict[str, Any]) -> CallBytes | None:
+    """A fused kernel's launch passes every buffer it reads or writes once: each counted once (an
+    in-place buffer, read and written, once too), as Inductor's own bandwidth estimate does."""
+    inputs = tensor_inputs(args)
+    if not inputs:
+        return None
+    total = 0
+    for dims, type_name in inputs:
+        size, count = type_size(type_name), numel(dims)
+        if size is None or count is None:
+            return None
+        total += count * size
+    return CallBytes(total, BASIS_ESTIMATE)
 
 
 def _copy_bytes(args: dict[str, Any]) -> CallBytes | None:
@@ -241,7 +264,7 @@ def _copy_bytes(args: dict[str, Any]) -> CallBytes | None:
     dst_size, src_size = type_size(dst_type), type_size(src_type)
     if dst_size is None or src_size is None:
         return None
-    return CallBytes(numel(dst) * dst_size + numel(src) * src_size, BASIS_SHAPES)
+    return CallBytes(math.prod(dst) * dst_size + math.prod(src) * src_size, BASIS_SHAPES)
 
 
 def _cast_bytes(args: dict[str, Any]) -> CallBytes | None:
@@ -254,7 +277,7 @@ def _cast_bytes(args: dict[str, Any]) -> CallBytes | None:
         return None
     target = target_dtype(args)
     out_size = target[1] if target is not None else in_size
-    return CallBytes(numel(dims) * (in_size + out_size), BASIS_SHAPES)
+    return CallBytes(math.prod(dims) * (in_size + out_size), BASIS_SHAPES)
 
 
 _OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
@@ -317,8 +340,8 @@ def _gemm_bytes(op: str, args: dict[str, Any]) -> CallBytes | None:
         m_rows, n_cols = math.prod(a[:-1]), b[0]
     else:
         m_rows, n_cols = math.prod(a[:-1]), b[-1]
-    total = numel(a) * size_a + numel(b) * size_b + m_rows * n_cols * size_a
-    total += sum(numel(d) * (type_size(t) or 0) for d, t in inputs if (d, t) not in mats)  # bias
+    total = math.prod(a) * size_a + math.prod(b) * size_b + m_rows * n_cols * size_a
+    total += sum(math.prod(d) * (type_size(t) or 0) for d, t in inputs if (d, t) not in mats)  # bias
     return CallBytes(total, BASIS_ESTIMATE)
 
 
@@ -331,7 +354,7 @@ def _elementwise_bytes(args: dict[str, Any]) -> CallBytes | None:
         size = type_size(type_name)
         if size is None:
             return None
-        reads += numel(dims) * size
+        reads += math.prod(dims) * size
     out_dims = _broadcast([d for d, _ in inputs])
     out_size = type_size(inputs[0][1]) or 0
     return CallBytes(reads + math.prod(out_dims) * out_size, BASIS_ESTIMATE)

@@ -133,9 +133,10 @@ class _Side:
     origins: dict[str, Origin] = field(default_factory=dict)
     time: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    kernel_time: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
-    kernel_calls: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
-    findings: dict[tuple[str, str], Finding] = field(default_factory=dict)
+    # Keyed (origin key, kernel); looked up with None as the key of an origin this side lacks.
+    kernel_time: dict[tuple[str | None, str], float] = field(default_factory=lambda: defaultdict(float))
+    kernel_calls: dict[tuple[str | None, str], float] = field(default_factory=lambda: defaultdict(float))
+    findings: dict[tuple[str | None, str], Finding] = field(default_factory=dict)
     categories: dict[str, dict[str, float]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(float))
     )
@@ -250,7 +251,11 @@ def diff_analyses(before: Analysis, after: Analysis) -> AnalysisDiff:
 
     before_step = before.step_ns
     after_step = after.step_ns
-    both_steps = before_step is not None and after_step is not None
+    step_delta_ns: float | None = None
+    step_ratio: float | None = None
+    if before_step is not None and after_step is not None:
+        step_delta_ns = after_step - before_step
+        step_ratio = after_step / before_step if before_step else None
     return AnalysisDiff(
         before=before.trace,
         after=after.trace,
@@ -260,8 +265,8 @@ def diff_analyses(before: Analysis, after: Analysis) -> AnalysisDiff:
         after_steps=after.steps,
         before_step_ns=before_step,
         after_step_ns=after_step,
-        step_delta_ns=after_step - before_step if both_steps else None,
-        step_ratio=after_step / before_step if both_steps and before_step else None,
+        step_delta_ns=step_delta_ns,
+        step_ratio=step_ratio,
         before_gpu_ns=before.total_ns / old.divisor,
         after_gpu_ns=after.total_ns / new.divisor,
         gpu_delta_ns=after.total_ns / new.divisor - before.total_ns / old.divisor,

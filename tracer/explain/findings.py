@@ -85,12 +85,12 @@ def bytes_per_activity(
         mine = picked[which == t]
         rows = activities.shape_row[mine]
         args, op_names = values_at(table.args, rows), values_at(table.name, rows)
-        kernels = values_at(events.name, activities.row[mine])
+        kernel_names = values_at(events.name, activities.row[mine])
         # call_bytes is a pure function of (op name, args, kernel name): once per distinct triple.
-        same, firsts = _identity_codes(args, op_names, kernels)
+        same, firsts = _identity_codes(args, op_names, kernel_names)
         found = []
         for f in firsts.tolist():
-            moved = call_bytes(op_names[f], args[f], kernels[f])
+            moved = call_bytes(op_names[f], args[f], kernel_names[f])
             found.append(-1 if moved is None else values.setdefault(moved, len(values)))
         codes[mine] = np.asarray(found, dtype=np.int64)[same]
     return codes, list(values)
@@ -247,6 +247,7 @@ def _identity_codes(*columns: list) -> tuple[np.ndarray, np.ndarray]:
     for objects in columns:
         identities = np.fromiter(map(id, objects), dtype=np.int64, count=len(objects))
         codes = identities if codes is None else _pair_codes(codes, identities)
+    assert codes is not None  # there is a first column (read above)
     _, firsts, inverse = np.unique(codes, return_index=True, return_inverse=True)
     return inverse.reshape(-1), firsts
 

@@ -163,7 +163,9 @@ def _last_component(qualified: str) -> str:
 
 def _template_args(args: str) -> list[str]:
     """Top-level comma-separated arguments of a template argument list."""
-    out, depth, current = [], 0, []
+    out: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in args:
         if ch in "<({[":
             depth += 1

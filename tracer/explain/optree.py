@@ -64,6 +64,8 @@ class OpTree:
             cpu_ops = np.flatnonzero(column(events.cat) == int(Cat.CPU_OP))
             self._by_thread = group_by_thread(events, cpu_ops)
             self._position = np.full(len(events), -1, dtype=np.int64)
+        position = self._position
+        assert position is not None  # made with _by_thread, just above
         rows = self._by_thread.get(thread, np.zeros(0, dtype=np.int64))
         ts = column(events.ts_ns)[rows]
         dur = column(events.dur_ns)[rows]
@@ -72,7 +74,7 @@ class OpTree:
         self.thread_rows[thread] = rows
         self.thread_starts[thread] = ts
         self._thread_ends[thread] = ends = ts + dur[order]
-        self._position[rows] = np.arange(len(rows))
+        position[rows] = np.arange(len(rows))
         if len(ends):
             self._block_ends[thread] = np.maximum.reduceat(ends, np.arange(0, len(ends), _BLOCK))
 
@@ -98,6 +100,7 @@ class OpTree:
         thread = self._thread(row)
         if thread in self._parents_done:
             return self.parent[row]
+        assert self._position is not None  # _thread built the thread's rows
         at = int(self._position[row])
         if at < 0:
             return NONE

@@ -80,8 +80,7 @@ def find_period(
     if layers:
         holding = [p for p in found if p.layer_check]
         if not holding:  # no period holds the layers: maybe the layers' own, L of them to a step
-            coarse = [c for p in found if (c := _coarsened(p, codes, gaps, layers)) is not None]
-            holding = coarse
+            holding = [c for p in found if (c := _coarsened(p, codes, gaps, layers)) is not None]
         passed_over += [
             f"every {_per(p)}: no kernel runs a multiple of the {layers} layers in it"
             for p in found
@@ -391,7 +390,7 @@ def find_layer_block(codes: np.ndarray) -> LayerBlock | None:
             nearby = [
                 (int(np.count_nonzero(codes[b : b + best_p] == block)), b)
                 for shift in range(-resync, resync + 1)
-                if 0 <= (b := at + direction * best_p + shift) and b + best_p <= n
+                if (b := at + direction * best_p + shift) >= 0 and b + best_p <= n
             ]
             if not nearby or max(nearby)[0] < SAME_BLOCK * best_p:
                 break

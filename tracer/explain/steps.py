@@ -16,7 +16,7 @@ import itertools
 import re
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -66,8 +66,8 @@ class StepWork:
         codes = np.fromiter(
             (distinct.setdefault(n, len(distinct)) for n in names), dtype=np.int64, count=len(names)
         )
-        as_int = [np.asarray(a, dtype=np.int64) for a in (when_ns, start_ns, end_ns, ns)]
-        return cls(*as_int, codes, list(distinct))
+        when, start, end, spent = (np.asarray(a, dtype=np.int64) for a in (when_ns, start_ns, end_ns, ns))
+        return cls(when, start, end, spent, codes, list(distinct))
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -113,7 +113,7 @@ class Steps:
             return None
         return i
 
-    def keep(self, indices: list[int], left_out: list[str] = ()) -> Steps:
+    def keep(self, indices: list[int], left_out: Sequence[str] = ()) -> Steps:
         """These steps only (in order), with words on the ones dropped."""
         return replace(
             self,
@@ -256,7 +256,8 @@ def _sglang_steps(trace: Trace) -> Steps | None:
     if len(rows) < 2:
         return None
     spans = _from_markers(trace, rows, METHOD_SGLANG, contiguous=False)
-    stages = tuple(SGLANG_STEP.match(label).group("stage") for label in spans.labels)
+    # every label matches: the rows were picked by SGLANG_STEP
+    stages = tuple(m.group("stage") for label in spans.labels if (m := SGLANG_STEP.match(label)))
     if SGLANG_TARGET not in stages:
         mix = Counter(stages)
         words = ", ".join(f"{count} {stage}" for stage, count in mix.most_common())
@@ -314,7 +315,7 @@ def _range_steps(trace: Trace, work: StepWork, shape: ModelShape) -> Steps | Non
     steps = _from_markers(
         trace, list(found.rows), METHOD_RANGE.format(name=name), contiguous=False, stops=found.stops
     )
-    stages = ()
+    stages: tuple[str, ...] = ()
     if len(found.families) > 1:
         from tracer.explain.step_ranges import family_of
 
@@ -368,7 +369,7 @@ def _from_graph_launches(trace: Trace, layers: int | None = None) -> Steps | Non
     import numpy as np
 
     from tracer.join.columns import column, rows_where, values_at
-    from tracer.join.replay_capture import GRAPH_LAUNCH_PREFIXES
+    from tracer.join.replay.capture import GRAPH_LAUNCH_PREFIXES
 
     events = trace.events
     calls = rows_where(column(events.cat), (Cat.RUNTIME, Cat.DRIVER))
@@ -610,9 +611,10 @@ def _without_cut_edges(steps: Steps, work: StepWork, shape: ModelShape, windowed
     typical = float(np.median(inner))
     if typical <= 0:
         return steps
+    held_by_step: list[np.ndarray] = [np.bincount(codes, minlength=len(work.names)) for codes in by_step]
     typical_held = np.median(
         np.stack(
-            [np.bincount(codes, minlength=len(work.names)) for codes in by_step][1:-1]
+            held_by_step[1:-1]
             or [np.bincount(np.concatenate(by_step), minlength=len(work.names)) / len(steps)]
         ),
         axis=0,
@@ -637,7 +639,7 @@ def _without_cut_edges(steps: Steps, work: StepWork, shape: ModelShape, windowed
         reaches_out = (
             steps.starts_ns[i] < loaded[0] - slack if i == 0 else steps.ends_ns[i] > loaded[1] + slack
         ) or steps.method == METHOD_REPETITION  # repeats start and end at loaded work: the edges are suspect
-        if layers is not None and 0 < layers < marks.count:
+        if layers is not None and marks is not None and 0 < layers < marks.count:
             why = f"holds {layers} of the {marks.count} layers ({marks.source})"
         elif counts[i] < PARTIAL_BELOW * typical and bool((held <= typical_held).all()):
             why = f"holds {counts[i]} activities against {typical:.0f} in a typical step"
@@ -673,9 +675,9 @@ def _stages_by_content(steps: Steps, work: StepWork) -> Steps:
     common = usual
     stages = tuple("other" if i in odd else "" for i in range(len(steps)))
     which = ", ".join(str(i + 1) for i in odd[:5]) + (" ..." if len(odd) > 5 else "")
-    extra = len(set().union(*(signatures[i] for i in odd)) - common)
+    extra_kernels = len(set().union(*(signatures[i] for i in odd)) - common)
     words = (
-        f"step{'s' if len(odd) > 1 else ''} {which} run{'' if len(odd) > 1 else 's'} {extra} kernels the other "
+        f"step{'s' if len(odd) > 1 else ''} {which} run{'' if len(odd) > 1 else 's'} {extra_kernels} kernels the other "
         f"{len(steps) - len(odd)} steps do not (a prefill?): kernels of one kind of step are counted per step of that kind"
     )
     return replace(steps, stages=stages, evidence=steps.evidence + (words,))

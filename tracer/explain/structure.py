@@ -35,8 +35,8 @@ class LayerMarks:
     starts_ns: np.ndarray
     ends_ns: np.ndarray
     index: np.ndarray  # 0..count-1, by order of first appearance
-    middle_ns: np.ndarray = field(default=None, repr=False)  # the marks' middles, ascending
-    by_middle: np.ndarray = field(default=None, repr=False)  # their layer numbers, in that order
+    middle_ns: np.ndarray = field(repr=False)  # the marks' middles, ascending
+    by_middle: np.ndarray = field(repr=False)  # their layer numbers, in that order
 
     def sets_within(self, start_ns: int, end_ns: int) -> tuple[int, int]:
         """(distinct layers, most runs of one layer) among the marks whose middle is in [start_ns,

@@ -1,7 +1,9 @@
 """`build_graph`: the one call graph every renderer draws, built from an `Analysis`'s findings.
 
 The graph is a calling-context tree (root -> scopes -> Python functions -> source site -> aten op
-chain) whose leaves point at shared kernel nodes, so a kernel's in-edges sum to its GPU time.
+chain) whose leaves point at shared kernel nodes, so a kernel's in-edges sum to its GPU time. A
+kernel of torch.compile'd code hangs under its Inductor graph, and has an edge out to each user line
+it fused (``fused=True``, that line's ops on the edge).
 Findings outside ``top``/``min_share`` fold into "other" nodes (`tracer.graph.tree`). Every number on a node or edge is a sum of `Finding` fields (per-step figures
 divide by the analysis' step count); renderers only format them.
 """
@@ -19,6 +21,7 @@ import networkx as nx
 from tracer.graph.context import FUNCTION, OPS, SCOPE, SITE
 from tracer.graph.tree import ROOT, ROOT_ID, Context, Entry, build_tree, entries_of
 from tracer.model import Analysis, Finding
+from tracer.model.origin import FusedLine
 
 KERNEL, OTHER = "kernel", "other"
 NODE_KINDS = (ROOT, SCOPE, FUNCTION, SITE, OPS, KERNEL, OTHER)
@@ -67,9 +70,10 @@ class _Totals:
         """Calls per step of the most-called kernel: a line's runs (each run launches each of its
         kernels once), as `explain` and `diff` count them, not a sum over the kernels it launches."""
         counts = list(self.kernel_calls_per_step.get(side, {}).values())
-        if not counts or any(count is None for count in counts):
+        known = [count for count in counts if count is not None]
+        if not counts or len(known) < len(counts):
             return None
-        return max(counts)
+        return max(known)
 
     def time_ns_all(self) -> int:
         return sum(self.time_ns.values())
@@ -117,6 +121,7 @@ def build_context_graph(
     emitter = _Emitter(sides)
     emitter.emit(root)
     emitter.finish_kernels()
+    emitter.fused_lines()
     _mark_hot_path(emitter.graph, entries, kept, emitter.leaf_paths)
     return emitter.graph
 
@@ -218,6 +223,50 @@ class _Emitter:
             node = self.graph.nodes[_kernel_id(kernel)]
             node.update(_totals(entries).attributes(self.sides))
             node["category"] = entries[0].finding.category
+
+    def fused_lines(self) -> None:
+        """A kernel Inductor fused from several user lines: an edge from its node to each line (a site
+        node, shared by every kernel that fused it), carrying the time of the kernels that did."""
+        by_line: dict[tuple[str, int], list[Entry]] = defaultdict(list)
+        edges: dict[tuple[str, tuple[str, int]], list[Entry]] = defaultdict(list)
+        lines: dict[tuple[str, int], FusedLine] = {}
+        ops: dict[tuple[str, tuple[str, int]], list[str]] = defaultdict(list)
+        for kernel, entries in self.kernel_entries.items():
+            for entry in entries:
+                for fused in entry.finding.origin.fused:
+                    place = (fused.file, fused.line)
+                    lines.setdefault(place, fused)
+                    by_line[place].append(entry)
+                    edges[(kernel, place)].append(entry)
+                    ops[(kernel, place)].extend(op for op in fused.ops if op not in ops[(kernel, place)])
+        for place, entries in by_line.items():
+            fused = lines[place]
+            short = "/".join(fused.file.replace("\\", "/").split("/")[-2:])
+            line_ops = list(dict.fromkeys(op for entry in entries for f in entry.finding.origin.fused
+                                          if (f.file, f.line) == place for op in f.ops))  # fmt: skip
+            self.graph.add_node(
+                _fused_id(place),
+                kind=SITE,
+                label=f"{short}:{fused.line}" + (f" [{', '.join(line_ops)}]" if line_ops else ""),
+                key=fused.location,
+                detail=fused.location,
+                location=fused.location,
+                file=fused.file,
+                line=fused.line,
+                source=fused.source,
+                fused_line=True,
+                ops=line_ops,
+                **_totals(entries).attributes(self.sides),
+            )  # fmt: skip
+        for (kernel, place), entries in edges.items():
+            attrs = _edge_attributes(_totals(entries), self.sides)
+            self.graph.add_edge(
+                _kernel_id(kernel), _fused_id(place), fused=True, ops=ops[(kernel, place)], **attrs
+            )
+
+
+def _fused_id(place: tuple[str, int]) -> str:
+    return f"fused:{_digest(place[0], str(place[1]))}"
 
 
 def _edge_attributes(totals: _Totals, sides: Sequence[str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import posixpath
 import re
 from dataclasses import dataclass, replace
 
-from tracer.join.frames import BUILTIN_FILE, MODULE_FILE, same_file
+from tracer.join.frames import BUILTIN_FILE, MODULE_FILE, is_library_file, same_file
 from tracer.model import Frame, Origin
 from tracer.model.ranges import FUNCTION_PREFIX, SITE_PREFIX
 
@@ -161,12 +161,40 @@ def frames_to_site(origin: Origin) -> tuple[Frame, ...]:
     return origin.frames
 
 
+def compiled_steps(origin: Origin) -> list[Step]:
+    """A kernel of torch.compile'd code: its frames down to the compiled function, then the Inductor
+    graph that launched it (the user lines it fused hang off its kernel node, `tracer.graph.build`)."""
+    region = origin.compiled
+    assert region is not None
+    frames = origin.frames
+    generated = next((i for i, f in enumerate(frames) if f.file == region.graph), len(frames))
+    last = max(
+        (i for i in range(generated) if not _is_builtin(frames[i]) and _module_class(frames[i]) is None
+         and not is_library_file(frames[i].file)),
+        default=-1,
+    )  # fmt: skip
+    steps = scope_steps(origin) + function_steps(origin, frames[: last + 1])
+    module = posixpath.basename(region.graph.replace("\\", "/"))
+    dynamo = f" {region.compile_id}" if region.compile_id else ""
+    label = f"Inductor graph{dynamo}"
+    detail = (
+        f"{region.graph}\nfused lines found by {region.provenance}" if region.provenance else region.graph
+    )
+    steps.append(Step(SCOPE, f"inductor: {region.graph}", f"{label} ({module[:12]}…)", detail=detail))
+    ops = ops_step(origin)
+    if ops is not None:
+        steps.append(ops)
+    return _elided(steps)
+
+
 def origin_steps(origin: Origin, *, site_by_text: bool = False) -> list[Step]:
     """The full path of an origin below the root, outermost first (the kernel is added by the caller).
 
     `site_by_text` keys a site by its file and source text instead of its line, so the same line
     matches across two versions of a file (a diff) even when edits above it moved it.
     """
+    if origin.compiled is not None:
+        return compiled_steps(origin)
     steps = scope_steps(origin) + function_steps(origin, frames_to_site(origin))
     site = site_step(origin)
     if site is not None:

@@ -102,7 +102,7 @@ def node_text(attrs: dict[str, Any], graph_attrs: dict[str, Any] | None = None) 
     if kind == SCOPE:
         name = str(attrs["label"])
         if attrs.get("merged"):
-            name += f"  ×{attrs['merged']}"
+            name += f"  \u00d7{attrs['merged']}"
         return NodeText((Line(name, "bold"), Line(cost_line(attrs), "small")), detail)
     if kind == FUNCTION:
         frames = attrs.get("frames") or []

@@ -9,6 +9,7 @@ by name and first line; `uninstall` puts the original code back.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import importlib.abc
@@ -152,8 +153,8 @@ def patch_loaded_modules(
 ) -> list[CodeSwap]:
     """Give the functions of already-loaded `modules` their rewritten code; returns what to undo."""
     new_codes: dict[str, dict[tuple[str, int], CodeType]] = {}
-    sources = [(m, getattr(m, "__file__", None)) for m in modules]
-    sources = [(m, f) for m, f in sources if isinstance(f, str) and f.endswith(".py")]
+    candidates = [(m, getattr(m, "__file__", None)) for m in modules]
+    sources = [(m, f) for m, f in candidates if isinstance(f, str) and f.endswith(".py")]
     try:
         plan.prefetch((f, m.__name__) for m, f in sources)
     except Exception:  # each file is then scanned on its own below, failures reported per module
@@ -205,10 +206,8 @@ def _live_functions(modules: Sequence[ModuleType], filenames: set[str]) -> list[
                 if obj.__code__.co_filename in filenames:
                     found[id(obj)] = obj
                 for cell in obj.__closure__ or ():
-                    try:
+                    with contextlib.suppress(ValueError):  # an empty cell
                         stack.append(cell.cell_contents)
-                    except ValueError:  # an empty cell
-                        pass
                 stack.append(obj.__dict__.get("__wrapped__"))
             elif isinstance(obj, (staticmethod, classmethod)):
                 stack.append(obj.__func__)
@@ -220,10 +219,8 @@ def _live_functions(modules: Sequence[ModuleType], filenames: set[str]) -> list[
                 if obj.__module__ == module.__name__:
                     stack.extend(vars(obj).values())
             elif callable(obj):  # functools.lru_cache and other wrappers that keep __wrapped__
-                try:
+                with contextlib.suppress(AttributeError):
                     stack.append(object.__getattribute__(obj, "__wrapped__"))
-                except AttributeError:
-                    pass
     for obj in gc.get_objects():
         if type(obj) is FunctionType and obj.__code__.co_filename in filenames:
             found[id(obj)] = obj

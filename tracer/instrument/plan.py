@@ -28,9 +28,7 @@ class SiteSelection:
             return False
         if self.rules and site.rule not in self.rules:
             return False
-        if self.paths and not any(_glob(site.path, pattern) for pattern in self.paths):
-            return False
-        return True
+        return not (self.paths and not any(_glob(site.path, pattern) for pattern in self.paths))
 
     def select(self, sites: Iterable[Site]) -> list[Site]:
         return [site for site in sites if self.matches(site)]

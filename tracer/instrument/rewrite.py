@@ -20,6 +20,7 @@ import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from types import CodeType
+from typing import TypedDict
 
 from tracer.instrument.runtime import HELPER_NAME
 from tracer.model.ranges import site_range_name
@@ -196,9 +197,18 @@ class _RangePlacer(ast.NodeTransformer):
         return _with_range(stmt, site_range_name(named))
 
 
+class _Where(TypedDict):
+    """A node's location, as the `ast` node constructors take it."""
+
+    lineno: int
+    col_offset: int
+    end_lineno: int | None
+    end_col_offset: int | None
+
+
 def _with_range(stmt: ast.stmt, name: str) -> ast.With:
     """``with __kt_range__(name): stmt``, every new node placed exactly on `stmt`."""
-    where = {
+    where: _Where = {
         "lineno": stmt.lineno,
         "col_offset": stmt.col_offset,
         "end_lineno": stmt.end_lineno,

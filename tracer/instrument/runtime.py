@@ -22,7 +22,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 logger = logging.getLogger("kerneltrace")
 
@@ -40,7 +40,7 @@ def warn_once(key: str, message: str, *args: Any) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    logger.warning("kerneltrace: " + message, *args, exc_info=True)
+    logger.warning("kerneltrace: " + message, *args, exc_info=True)  # noqa: LOG014 (called from handlers)
 
 
 def _not_bound() -> bool:
@@ -98,7 +98,7 @@ class ProfiledRange:
         except Exception:
             warn_once("enter", "could not open the range %s; running without it", self._name)
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> Literal[False]:
         handle = self._handle
         if handle is not None:
             self._handle = None

@@ -16,14 +16,18 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracer.errors import InputError
 from tracer.instrument.functions import FunctionRanges
+from tracer.instrument.inductor import ProvenanceRecording, keep_beside, record_provenance
 from tracer.instrument.patch import InstrumentationReport, SiteInstrumentation
 from tracer.instrument.plan import ALL_SITES, SitePlan, SiteSelection
 from tracer.model.finding import Analysis
 from tracer.model.site import Site
+
+if TYPE_CHECKING:
+    import torch.profiler
 
 logger = logging.getLogger("kerneltrace")
 
@@ -48,6 +52,7 @@ class ProfileSession:
         console: Any = None,
         layers: int | None = None,
         print_table: bool = False,
+        inductor_provenance: bool = True,
     ) -> None:
         if steps is not None and steps < 1:
             raise InputError("--steps", f"must be at least 1 (got {steps})")
@@ -69,12 +74,14 @@ class ProfileSession:
         self.console = console
         self.print_table = print_table or console is not None
         self.layers = layers
+        self.inductor_provenance = inductor_provenance  # torch.compile'd code: record where kernels come from
+        self._provenance: ProvenanceRecording | None = None
         self.steps_taken = 0
         self.trace_written = False
         self.analysis: Analysis | None = None
         self.instrumentation = SiteInstrumentation(SitePlan(self.sites, selection=selection))
         self.functions = FunctionRanges(self.function_paths)
-        self._profiler = None
+        self._profiler: torch.profiler.profile | None = None
 
     @property
     def report(self) -> InstrumentationReport:
@@ -82,6 +89,8 @@ class ProfileSession:
 
     # -- the run ----------------------------------------------------------------------------------
     def __enter__(self) -> ProfileSession:
+        if self.inductor_provenance:  # before the code compiles: Inductor records its kernels' origins
+            self._provenance = record_provenance()
         import torch
         from torch.profiler import ProfilerActivity, schedule
 
@@ -128,6 +137,8 @@ class ProfileSession:
         finally:
             self._profiler = None
             self._undo()
+            if self._provenance is not None:
+                self._provenance.close()
         if exc_type is not None:
             return
         if not self.trace_written:
@@ -149,6 +160,8 @@ class ProfileSession:
             return
         profiler.export_chrome_trace(str(self.out))
         self.trace_written = True
+        if self._provenance is not None:  # compiled code's provenance, kept beside the trace
+            keep_beside(self.out, self._provenance)
 
     # -- the answer -------------------------------------------------------------------------------
     def explain_now(self, print_table: bool = False) -> Analysis | None:
@@ -165,7 +178,7 @@ class ProfileSession:
 
             console = self.console
             if console is None:
-                from tracer.cli.common import table_console
+                from tracer.render.console import table_console
 
                 console = table_console()
             print_analysis(analysis, console)
@@ -193,8 +206,11 @@ def _drain_gpu() -> None:
     try:
         import torch
 
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            if not torch.cuda.is_current_stream_capturing():
-                torch.cuda.synchronize()
+        if (
+            torch.cuda.is_available()
+            and torch.cuda.is_initialized()
+            and not torch.cuda.is_current_stream_capturing()
+        ):
+            torch.cuda.synchronize()
     except Exception:
         logger.warning("kerneltrace: could not wait for the GPU before recording", exc_info=True)

@@ -81,7 +81,7 @@ class Tree:
             depth[going] += depth[target]
             jump[going] = jump[target]
         order = np.argsort(depth, kind="stable")
-        cuts = np.cumsum(np.bincount(depth))[:-1] if len(depth) else []
+        cuts: np.ndarray | list[int] = np.cumsum(np.bincount(depth))[:-1] if len(depth) else []
         self.levels = np.split(order, cuts)
 
     def position(self, rows: np.ndarray) -> np.ndarray:

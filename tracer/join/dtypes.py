@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 # c10::ScalarType order (c10/core/ScalarType.h), checked by profiling `.to(dtype)` on torch 2.14.1.
@@ -96,11 +97,11 @@ def copy_dtypes(op_name: str, args: dict[str, Any] | None) -> tuple[str | None, 
     """(target, source) dtypes of a copying op, from its recorded inputs; (None, None) if unknown."""
     if not args:
         return None, None
-    types = args.get("Input type") or ()
+    types: Sequence[Any] = args.get("Input type") or ()
     if op_name == "aten::copy_" and len(types) >= 2:
         return INPUT_TYPE_NAMES.get(types[0]), INPUT_TYPE_NAMES.get(types[1])
     if op_name == "aten::_to_copy":
-        concrete = args.get("Concrete Inputs") or ()
+        concrete: Sequence[Any] = args.get("Concrete Inputs") or ()
         target = SCALAR_TYPE_CODES.get(concrete[1]) if len(concrete) > 1 else None
         return target, INPUT_TYPE_NAMES.get(types[0]) if types else None
     return None, None

@@ -83,7 +83,7 @@ def _starts_ends(table: EventTable, rows, offsets: np.ndarray | None = None):
 
 def enclosing_parents(
     table: EventTable,
-    sorted_rows: Sequence[int],
+    sorted_rows: Sequence[int] | np.ndarray,
     parents: array,
     leaves: set[int],
     top_ops: set[int],
@@ -145,8 +145,8 @@ def _merged_positions(frame_starts, query_starts):
 
 def frames_around(
     table: EventTable,
-    sorted_frames: Sequence[int],
-    sorted_queries: Sequence[int],
+    sorted_frames: Sequence[int] | np.ndarray,
+    sorted_queries: Sequence[int] | np.ndarray,
     frame_parents: array,
     innermost: array,
     offsets: np.ndarray | None = None,

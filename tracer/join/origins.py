@@ -8,12 +8,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tracer.join.calls import call_from_line, methods_of_call
+from tracer.join.compiled import CompiledKernels
 from tracer.join.dtypes import copy_dtypes
 from tracer.join.frames import MODULE_FILE, parse_call_from, parse_frame, same_file
 from tracer.join.locate import CallLocator
+from tracer.join.ranking import rank_sites
 from tracer.join.sites import SiteIndex, choose_site
 from tracer.join.source_lines import SourceLines
-from tracer.join.ranking import rank_sites
 from tracer.join.stackless import RANKING_CONFIDENCE, StacklessRanker
 from tracer.model.events import NONE, Cat, Trace
 from tracer.model.origin import Frame, Origin
@@ -69,6 +70,7 @@ class OriginBuilder:
         self.sites = sites
         self.source = source
         self.locator = CallLocator(source)
+        self.compiled = CompiledKernels(trace, source, self.locator)  # torch.compile'd code's kernels
         self.ranker = StacklessRanker(sites, source)
         self._rankings: dict[Origin, tuple] = {}  # ranked origin -> (its base, target dtype, Ranking)
         self.use_call_from = use_call_from
@@ -163,8 +165,9 @@ class OriginBuilder:
         return found
 
     def orders_calls(self) -> bool:
-        """Whether a call's order in its user frame can matter (there are sites or source to match)."""
-        return bool(self.sites) or bool(self.source.roots)
+        """Whether a call's order in its user frame can matter (there are sites or source to match, or
+        launches of Inductor-generated code to tell apart)."""
+        return bool(self.sites) or bool(self.source.roots) or self.compiled.ran_compiled_code()
 
     def _needs_order(self, table, call: int) -> bool:
         if not self.orders_calls():
@@ -241,13 +244,17 @@ class OriginBuilder:
         ops = self._op_chains.tuples[context.op_chain]
         ranges = self._range_chains.tuples[context.range_chain]
         base = Origin(ranges=ranges, frames=frames, ops=ops)
+        if self.compiled.launched_by(join, anchor, user, ranges, context.replay):
+            return self.compiled.origin(join, anchor, base, user, context.replay)
         if context.replay:
             return replace(
                 base,
                 replay=True,
                 evidence=(
-                    f"replayed from a CUDA graph ({table.name[anchor]}): the trace links it to the"
-                    + " replay call only, not to the capture-time line",
+                    (
+                        f"replayed from a CUDA graph ({table.name[anchor]}): the trace links it to the"
+                        " replay call only, not to the capture-time line"
+                    ),
                 ),
             )
         site_range = next((r for r in map(parse_site_range, reversed(ranges)) if r is not None), None)

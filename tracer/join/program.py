@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast, overload
 
 from tracer.join.dtypes import METHOD_DTYPES, canonical_dtype
 
@@ -277,7 +278,7 @@ class _Builder:
             return self.while_loop(node, s)
         if isinstance(node, (ast.With, ast.AsyncWith)):
             return self.with_block(node, s)
-        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        if isinstance(node, (ast.Try, ast.TryStar)):
             return self.try_block(node, s)
         if isinstance(node, ast.Break):
             if self.loops:
@@ -308,6 +309,10 @@ class _Builder:
             return s
         return s  # pass, import, global, nonlocal, type aliases: no calls of interest
 
+    @overload
+    def join(self, *ends: int) -> int: ...
+    @overload
+    def join(self, *ends: int | None) -> int | None: ...
     def join(self, *ends: int | None) -> int | None:
         live = [e for e in ends if e is not None]
         if not live:
@@ -381,11 +386,11 @@ class _Builder:
         end = self.block(node.body, s)
         if end is None:
             return None
-        for item in reversed(node.items):
+        for _item in reversed(node.items):
             end = self.point(end, CallPoint(node.lineno, node.col_offset, EXIT, "__exit__"))
         return end
 
-    def try_block(self, node: ast.Try, s: int) -> int | None:
+    def try_block(self, node: ast.Try | ast.TryStar, s: int) -> int | None:
         sources = [s]
         self.raise_to.append(sources)
         body_end = self.block(node.body, s)
@@ -464,9 +469,9 @@ class _Builder:
         if isinstance(node, ast.Compare):
             s = self.expr(node.left, s)
             ends = []
-            for op, right in zip(node.ops, node.comparators):
+            for comparison, right in zip(node.ops, node.comparators):
                 s = self.expr(right, s)
-                name = COMPARE_OPS.get(type(op))
+                name = COMPARE_OPS.get(type(comparison))
                 if name is not None and not (self.scalar(right) and self.scalar(node.left)):
                     scalar = _is_shape_math(node.left) or _is_shape_math(right) or _is_none(right)
                     s = self.point(
@@ -581,7 +586,7 @@ class _Builder:
         point = CallPoint(node.lineno, node.col_offset, kind, name, tensor_index=_is_tensor_index(node.slice))
         return self.point(s, point)
 
-    def test(self, node: ast.AST, s: int) -> int:
+    def test(self, node: ast.expr, s: int) -> int:
         """A condition: its calls, then its truth value (``if t:`` on a tensor reads it: is_nonzero)."""
         s = self.expr(node, s)
         return self.point(s, CallPoint(node.lineno, node.col_offset, VIEWS, "__bool__", views=_TRUTH_OPS))
@@ -644,7 +649,7 @@ class ModulePrograms:
                         and isinstance(inner[0], (ast.stmt, ast.excepthandler, ast.match_case))
                     ):
                         for item in inner:
-                            if isinstance(item, (ast.excepthandler, ast.match_case)):
+                            if isinstance(item, (ast.ExceptHandler, ast.match_case)):
                                 self._index(item.body, class_node, parent)
                         self._index([i for i in inner if isinstance(i, ast.stmt)], class_node, parent)
 
@@ -656,7 +661,7 @@ class ModulePrograms:
             frame = _COMPREHENSION_FRAMES.get(type(node)) or (
                 "<lambda>" if isinstance(node, ast.Lambda) else None
             )
-            if frame is None:
+            if frame is None or not isinstance(node, ast.expr):
                 continue
             around = [
                 e
@@ -664,7 +669,8 @@ class ModulePrograms:
                 if isinstance(e.node, (ast.FunctionDef, ast.AsyncFunctionDef))
                 and e.node.lineno <= node.lineno <= (e.node.end_lineno or e.node.lineno)
             ]
-            parent = max(around, key=lambda e: e.node.lineno, default=None)
+            # each of `around` is a function (filtered just above)
+            parent = max(around, key=lambda e: cast(ast.FunctionDef, e.node).lineno, default=None)
             self._add(node.lineno, frame, _Entry(node, None, parent))
 
     def _add(self, line: int, name: str, entry: _Entry) -> None:
@@ -727,7 +733,8 @@ class ModulePrograms:
 
     def functions(self) -> list[tuple[int, str, ast.AST]]:
         """(def line, name, node) of every function, and (1, "<module>", tree) for the module body."""
-        found, seen = [], set()
+        found: list[tuple[int, str, ast.AST]] = []
+        seen: set[int] = set()
         for (line, name), entries in self._nodes.items():
             node = entries[0].node
             if len(entries) != 1 or id(node) in seen:
@@ -764,17 +771,19 @@ class ModulePrograms:
     def _build(self, entry: _Entry, name: str, line: int) -> Program:
         node = entry.node
         builder = _Builder(self._scope(entry), self.skip_cost)
-        entry = builder.state()
+        start = builder.state()
+        end: int | None
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-            end = builder.block(node.body, entry)
+            end = builder.block(node.body, start)
         elif isinstance(node, ast.Lambda):
-            end = builder.expr(node.body, entry)
+            end = builder.expr(node.body, start)
         elif isinstance(node, ast.GeneratorExp):
-            end = builder.comprehension_loop(node, node.generators, 0, entry)
-            builder.resumes.append(entry)
+            end = builder.comprehension_loop(node, node.generators, 0, start)
+            builder.resumes.append(start)
         else:  # list/set/dict comprehension run in its own frame (Python 3.11)
-            end = builder.comprehension_loop(node, node.generators, 0, entry)
-        return builder.finish(name, line, entry, end)
+            assert isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp))  # what _index_expressions adds
+            end = builder.comprehension_loop(node, node.generators, 0, start)
+        return builder.finish(name, line, start, end)
 
 
 _MOVE_KEYWORDS = frozenset({"device", "non_blocking", "copy", "memory_format"})
@@ -958,10 +967,11 @@ def _scalar_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str
             bind(child.target, ast.BinOp(child.target, child.op, child.value))
         elif isinstance(child, (ast.For, ast.AsyncFor)):
             iterator = child.iter
-            is_range = isinstance(iterator, ast.Call) and isinstance(iterator.func, ast.Name)
-            if is_range and iterator.func.id == "range":
+            func = iterator.func if isinstance(iterator, ast.Call) else None
+            called = func.id if isinstance(func, ast.Name) else None
+            if called == "range":
                 bind(child.target, ast.Constant(0))
-            elif is_range and iterator.func.id == "enumerate" and isinstance(child.target, ast.Tuple):
+            elif called == "enumerate" and isinstance(child.target, ast.Tuple):
                 bind(child.target.elts[0], ast.Constant(0))
                 for element in child.target.elts[1:]:
                     bind(element, None)
@@ -984,7 +994,7 @@ def _scalar_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str
     while changed:
         changed = False
         for name in list(scalars):
-            if not all(_is_scalar_expression(v, scalars) for v in bindings[name]):
+            if not all(v is not None and _is_scalar_expression(v, scalars) for v in bindings[name]):
                 scalars.discard(name)
                 changed = True
     return frozenset(scalars)

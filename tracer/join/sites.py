@@ -124,8 +124,8 @@ def choose_site(
         index = nth if nth < loop else loop if nth <= loop + extra else nth - extra
         site = same_method[index]
         if _dtype_agrees(site, target_dtype):
-            evidence = (counts, f"the one in a loop ({site.location}) ran {extra + 1} times")
-            return SiteChoice(site, 0.8, evidence, tuple(same_method))
+            reasons = (counts, f"the one in a loop ({site.location}) ran {extra + 1} times")
+            return SiteChoice(site, 0.8, reasons, tuple(same_method))
     if target_dtype and len(dtype_ok) == 1:
         return SiteChoice(
             dtype_ok[0], 0.7, (counts, f"only one of them casts to {target_dtype}"), tuple(same_method)

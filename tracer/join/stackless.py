@@ -76,7 +76,7 @@ CAST_METHODS = frozenset(
     {"to", "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "type"}
 )
 CALL_OPS: dict[str, tuple[str, ...]] = {
-    **{m: ("aten::to",) for m in CAST_METHODS},
+    **dict.fromkeys(CAST_METHODS, ("aten::to",)),
     "cuda": ("aten::to",),
     "cpu": ("aten::to",),
     "concat": ("aten::cat",),
@@ -433,8 +433,10 @@ class StacklessRanker:
         margin = (ranked[1].score - ranked[0].score) if len(ranked) > 1 else 2.0
         confidence = RANKING_CONFIDENCE if margin >= 2.0 else 0.35 if margin >= 1.0 else 0.25
         evidence = (
-            f"{len(scored)} line(s) can have run {hot_op}; ranked by how the {len(window)} ops around it fit "
-            "each function's source, in order",
+            (
+                f"{len(scored)} line(s) can have run {hot_op}; ranked by how the {len(window)} ops around it "
+                "fit each function's source, in order"
+            ),
         )
         return Ranking(tuple(ranked), confidence, evidence)
 
@@ -803,9 +805,11 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
 
     from tracer.join.program import BINARY_OPS, COMPARE_OPS, UNARY_OPS, own_nodes
 
-    sketches = []
+    sketches: list[_Function] = []
     programs = source_file.programs
-    for line, name, node in programs.functions() if programs is not None else ():
+    if programs is None:
+        return sketches
+    for line, name, node in programs.functions():
         bag: set[str] = set()
         calls = []
         nodes = list(own_nodes(node))

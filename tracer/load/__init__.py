@@ -188,7 +188,7 @@ def _bind_fwdbwd(table: Any, points: list[tuple[str, int, int, int, int]]) -> di
     starts: dict[int, int] = {}
     ends: dict[int, int] = {}
     for phase, flow_id, p, t, ts in points:
-        row = op_at.get((p, t, ts))
-        if row is not None:
-            (starts if phase == "s" else ends)[flow_id] = row
+        op_row = op_at.get((p, t, ts))
+        if op_row is not None:
+            (starts if phase == "s" else ends)[flow_id] = op_row
     return {ends[f]: starts[f] for f in ends.keys() & starts.keys()}

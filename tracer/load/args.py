@@ -65,7 +65,7 @@ def _dims(value: Any) -> list[Any] | None:
         return None
     out: list[Any] = []
     for entry in value:
-        shape = _shape(entry)
+        shape: list[Any] | None = _shape(entry)
         if shape is None and entry.__class__ is list and entry and entry[0].__class__ is list:
             shapes = [_shape(item) for item in entry]
             shape = shapes if all(s is not None for s in shapes) else None

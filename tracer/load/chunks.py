@@ -114,7 +114,7 @@ def _read_header(stream: Iterator[bytes]) -> tuple[bytes, dict[str, Any]]:
     for block in stream:
         buffer += block
         if not opened:
-            first = _SPACE.match(buffer).end()
+            first = _space_end(buffer, 0)
             if first < len(buffer):
                 if buffer[first : first + 1] != b"{":
                     raise Unchunkable("not a JSON object")
@@ -126,7 +126,7 @@ def _read_header(stream: Iterator[bytes]) -> tuple[bytes, dict[str, Any]]:
                     search_from = max(0, len(buffer) - len(_EVENTS_NAME) + 1)
                     break
                 position, expected = name_at + len(_EVENTS_NAME), b":"
-            position = _SPACE.match(buffer, position).end()
+            position = _space_end(buffer, position)
             if position == len(buffer):
                 break  # more bytes needed
             if not expected:  # the first event's leading space is read: its indentation is known
@@ -158,6 +158,13 @@ def _last_comma_before(buffer: bytearray, cut: int) -> int:
     return end - 1
 
 
+def _space_end(buffer: bytearray, position: int) -> int:
+    """Where the whitespace from `position` ends (`_SPACE` matches the empty string too: never None)."""
+    match = _SPACE.match(buffer, position)
+    assert match is not None
+    return match.end()
+
+
 def _array_indent(leading: bytes) -> bytes:
     newline = leading.rfind(b"\n")
     if newline < 0:
@@ -165,7 +172,7 @@ def _array_indent(leading: bytes) -> bytes:
     return leading[newline:]
 
 
-def _loads(data: bytes) -> Any:
+def _loads(data: bytes | bytearray) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as err:

@@ -168,7 +168,7 @@ class EventTableBuilder:
         if not rows:
             return
         table = self.table
-        columns = (
+        columns: tuple[array | list, ...] = (
             table.cat, table.name, table.pid, table.tid, table.ts_ns, table.dur_ns,
             table.ext_id, table.correlation, table.py_id, table.py_parent, table.raw_index, table.args,
         )  # fmt: skip

@@ -9,7 +9,7 @@ by C-level map/zip and numpy, not a Python loop per event.
 It takes only *clean* chunks: every event an object, fields of the types torch writes, times in
 range, no backward-pass flows, no load window. Anything else (`NotClean`) goes to the general path
 (`EventTableBuilder.add_events`), which reads odd values as absent and counts them; the two paths
-give identical tables on clean input (tests/trace/test_load_fast.py checks it on real traces).
+give identical tables on clean input (tests/load/test_load_fast.py checks it on real traces).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from __future__ import annotations
 import itertools
 import operator
 from array import array
+from collections.abc import Callable
+from types import GenericAlias
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -98,7 +100,7 @@ class _KeptArgs:
 
     def __init__(self, fields: tuple[tuple[str, str], ...]) -> None:
         self.keys = tuple(key for _, key in fields)
-        self.get = operator.attrgetter(*(field for field, _ in fields))
+        self.get: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*(field for field, _ in fields))
         self.is_raw = tuple(key in _RAW_KEYS or key in _PYTHON_KEYS for key in self.keys)
         self.raw = any(self.is_raw)
         if len(fields) == 1:  # attrgetter of one name returns the value, not a 1-tuple
@@ -133,7 +135,8 @@ _PYTHON_KEPT = _KeptArgs((("call_from", "CallFrom"), ("module_id", "Python modul
 
 _events = msgspec.json.Decoder(list[_Event])
 _python_args = msgspec.json.Decoder(list[_PythonArgs])
-_op_args = msgspec.json.Decoder(list[_OpArgs])
+# list[_OpArgs], spelled so: _OpArgs is made by defstruct, a value rather than a type to mypy
+_op_args = msgspec.json.Decoder(GenericAlias(list, (_OpArgs,)))
 
 _PYTHON, _CPU_OP, _RANGE = int(Cat.PYTHON_FUNCTION), int(Cat.CPU_OP), int(Cat.USER_ANNOTATION)
 _CODES = {name: int(cat) for name, cat in CATEGORIES.items()}

@@ -9,7 +9,9 @@ from tracer.model.events import TraceMeta
 
 
 def trace_meta(path: Path, top: dict[str, Any], *, has_python: bool, has_call_from: bool) -> TraceMeta:
-    distributed = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
+    distributed = top.get("distributedInfo")
+    if not isinstance(distributed, dict):
+        distributed = {}
     devices = top.get("deviceProperties")
     with_stack = _flag(top.get("with_stack"))
     if with_stack is None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -82,7 +82,7 @@ class WindowBounds:
     share: float  # of the trace's time span: scales the memory estimate
 
     def keeps_cpu(self, ts_ns: int, dur_ns: int) -> bool:
-        return ts_ns < self.end_ns and ts_ns + dur_ns > self.start_ns or ts_ns == self.start_ns
+        return (ts_ns < self.end_ns and ts_ns + dur_ns > self.start_ns) or ts_ns == self.start_ns
 
     def keeps_gpu(self, ts_ns: int) -> bool:
         return self.start_ns <= ts_ns < self.gpu_end_ns
@@ -94,6 +94,8 @@ def resolve_window(path: Path, window: TraceWindow) -> WindowBounds:
     if first_ns is None or last_ns is None:
         raise InputError(path, "no timestamps in the trace: nothing to window")
     if window.first_step is not None:
+        if window.last_step is None:  # TraceWindow(first_step=N) made by hand
+            raise InputError(path, f"a step window needs last_step as well as first_step={window.first_step}")
         chosen = [span for number, span in steps.items() if window.first_step <= number <= window.last_step]
         if not chosen:
             have = (
@@ -107,6 +109,10 @@ def resolve_window(path: Path, window: TraceWindow) -> WindowBounds:
         start_ns = min(s for s, _ in chosen)
         end_ns = max(e for _, e in chosen)
     else:
+        if window.start_ms is None or window.end_ms is None:  # TraceWindow(start_ms=...) made by hand
+            raise InputError(
+                path, "a time window needs both start_ms and end_ms (or first_step and last_step)"
+            )
         start_ns = first_ns + round(window.start_ms * 1e6)
         end_ns = first_ns + round(window.end_ms * 1e6)
         if start_ns > last_ns:
@@ -175,5 +181,5 @@ def _add_steps(events: Iterable[Any], steps: dict[int, tuple[int, int]]) -> None
         steps[number] = (min(start, known[0]), max(end, known[1])) if known else (start, end)
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[int | float]:
     return value.__class__ in (int, float) and abs(value) < 1e15

@@ -34,6 +34,49 @@ class Frame:
         return f"{self.file}{line}: {self.function}"
 
 
+@dataclass(frozen=True)
+class FusedLine:
+    """One user line whose ops an Inductor kernel fused: ``model.py:101`` with its ops ``("to", "mul")``."""
+
+    file: str
+    line: int
+    ops: tuple[str, ...] = ()  # the line's graph ops in the kernel, in graph order ("to", "mul", "silu")
+    source: str | None = None  # the text of the line
+    function: str | None = None  # the function the line is in
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @property
+    def label(self) -> str:
+        """``model.py:101 [to, mul]``."""
+        return f"{self.location} [{', '.join(self.ops)}]" if self.ops else self.location
+
+
+@dataclass(frozen=True)
+class CompiledRegion:
+    """The torch.compile'd code that launched a kernel: the compiled function and the line that called it."""
+
+    graph: str  # Inductor's generated module (its path), or "CompiledFxGraph <cache key>"
+    function: str | None = None  # the compiled function ("fused", "forward")
+    file: str | None = None
+    def_line: int | None = None
+    call_file: str | None = None  # the user line that called the compiled function or module
+    call_function: str | None = None
+    call_line: int | None = None
+    call_source: str | None = None
+    call_at_compile: bool = False  # the call line is where Dynamo compiled it (no frames to say more)
+    compile_id: str | None = None  # Dynamo's "0/0" (frame / recompile), from `Torch-Compiled Region: 0/0`
+    provenance: str = ""  # how the fused lines were found (`tracer.join.compiled` names the sources)
+
+    @property
+    def call_location(self) -> str | None:
+        if self.call_file is None:
+            return None
+        return f"{self.call_file}:{self.call_line}" if self.call_line is not None else self.call_file
+
+
 def _is_plumbing(frame: Frame) -> bool:
     """Frames every caller shares: built-ins, ``nn.Module`` markers, torch's own Python code."""
     return frame.file.startswith(("<", "torch/")) or frame.file == "nn.Module"
@@ -61,6 +104,9 @@ class Origin:
     replay: bool = False  # replayed from a CUDA graph
     before_trace: bool = False  # launched before the profiler started: the launch is not in the trace
     candidates: tuple[str, ...] = field(default=(), compare=False)  # ranked "file:line" when unsure
+    # An Inductor kernel of torch.compile'd code: each user line whose ops it fused, and the region.
+    fused: tuple[FusedLine, ...] = ()
+    compiled: CompiledRegion | None = None
 
     @property
     def answer(self) -> str:

@@ -31,7 +31,12 @@ Environment (read once, when SGLang loads the plugin):
   scanning modules as they load;
 - ``KERNELTRACE_MODULES``: comma-separated module prefixes given site ranges (default: SGLang's
   attention, quantization, MoE and KV-cache packages);
-- ``KERNELTRACE_SITE_RANGES=0``: function ranges only.
+- ``KERNELTRACE_SITE_RANGES=0``: function ranges only;
+- ``KERNELTRACE_INDUCTOR=0``: leave Inductor alone. Otherwise (``--enable-torch-compile``) the plugin
+  turns on Inductor's provenance tracking and PyTorch's structured trace into
+  ``$SGLANG_TORCH_PROFILER_DIR/torch_trace/`` (`tracer.instrument.inductor`; a ``TORCH_TRACE`` of your
+  own is kept), beside the traces, where `kerneltrace explain` finds which user lines each compiled
+  kernel fused.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ MIN_RISK_ENV = "KERNELTRACE_MIN_RISK"  # site ranges only for sites at or above 
 SITES_ENV = "KERNELTRACE_SITES"  # a `kerneltrace scan --json` file instead of scanning at load
 SITE_RANGES_ENV = "KERNELTRACE_SITE_RANGES"  # "0": function ranges only
 HOT_MODULES_ENV = "KERNELTRACE_MODULES"  # comma-separated module prefixes to give site ranges
+INDUCTOR_ENV = "KERNELTRACE_INDUCTOR"  # "0": no Inductor provenance, no structured trace
+PROFILER_DIR_ENV = "SGLANG_TORCH_PROFILER_DIR"  # where SGLang writes its traces (default /tmp)
 DEFAULT_MIN_RISK = 40.0
 HOT_MODULES = (
     "sglang.srt.layers.attention",
@@ -108,7 +115,22 @@ def _register() -> None:
         hooked.append(LOAD_MODEL)
     hooked += _register_capture_profiling(HookRegistry, HookType)
     sites = _install_site_ranges()
-    logger.info("kerneltrace: %d SGLang hooks registered; %s", len(hooked), sites)
+    inductor = record_inductor_provenance()
+    logger.info("kerneltrace: %d SGLang hooks registered; %s; %s", len(hooked), sites, inductor)
+
+
+def record_inductor_provenance() -> str:
+    """Inductor's provenance and the structured trace on, into the traces' directory (for compiled
+    models: ``--enable-torch-compile``); unless ``KERNELTRACE_INDUCTOR=0``."""
+    if os.environ.get(INDUCTOR_ENV, "1").strip() == "0":
+        return "Inductor provenance off"
+    from pathlib import Path
+
+    from tracer.instrument.inductor import record_provenance
+
+    recording = record_provenance(Path(os.environ.get(PROFILER_DIR_ENV) or "/tmp") / "torch_trace")
+    switches = ", ".join(f"{k}={v}" for k, v in recording.switches.items()) or "no switch in this torch"
+    return f"Inductor provenance ({switches}), structured trace in {recording.trace_dir}"
 
 
 def _register_capture_profiling(registry: Any, hook_type: Any) -> list[str]:

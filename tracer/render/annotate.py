@@ -75,7 +75,7 @@ def origin_updates(attributions: Attributions) -> tuple[dict[int, dict[str, Any]
     for gpu_row, origin_id in zip(attributions.gpu_rows, attributions.origin_ids, strict=True):
         if origin_id < 0 or per_origin[origin_id] is None:
             continue
-        updates[raw_index[gpu_row]] = per_origin[origin_id]  # type: ignore[assignment]
+        updates[raw_index[gpu_row]] = per_origin[origin_id]
         with_line += attributions.origins[origin_id].line is not None
         used.add(origin_id)
     return updates, with_line, len(used)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tracer.formatting import (
     cut_end,
@@ -46,7 +46,7 @@ class Column:
     header: str
     json: str  # dotted path of the value in --json's finding ("origin.location")
     text: Callable[[Finding, Analysis], str]
-    justify: str = "right"
+    justify: Literal["left", "right"] = "right"
     drop: int | None = None
     narrow_header: str | None = None
     flex: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from tracer.formatting import format_change, format_count, format_duration, shorten_path
@@ -12,6 +13,10 @@ CHANGE_STYLES = {"faster": "green", "vanished": "green", "slower": "red", "new":
 
 def _time(ns: float) -> str:
     return format_duration(ns) if ns else "-"
+
+
+def _where_fit(where: str, located: bool, width: int) -> str:
+    return shorten_path(where, width) if located else where
 
 
 def _where(row: Any) -> str:
@@ -33,9 +38,7 @@ def diff_columns(diff: Any, top: int) -> list[TableColumn]:  # diff: AnalysisDif
             f" +{len(row.kernels) - 2} more" if len(row.kernels) > 2 else ""
         )
         located = row.location != "?"
-        origins.append(
-            Cell([Fitted(where, lambda w, t=where, p=located: shorten_path(t, w) if p else t), shown])
-        )
+        origins.append(Cell([Fitted(where, partial(_where_fit, where, located)), shown]))
         change = (
             row.change if row.change in ("new", "vanished") else f"{row.change} {format_change(row.ratio)}"
         )
@@ -60,7 +63,7 @@ def print_diff(diff, top: int, console=None, *, wide: bool = False) -> None:  # 
     from tracer.render.escape import strip_control
 
     if console is None:
-        from tracer.cli.common import table_console
+        from tracer.render.console import table_console
 
         console = table_console()
     unit = "/step" if diff.per == "step" else ""

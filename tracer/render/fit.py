@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -30,13 +31,6 @@ class Fitted:
 
     full: str
     fit: Callable[[int], str]
-
-    @property
-    def room(self) -> int:
-        """The width other columns are dropped for: a flex column's comfortable width, else its least."""
-        if self.flex is None:
-            return self.least
-        return max(self.least, min(self.want, self.comfortable or self.want))
 
     @property
     def least(self) -> int:
@@ -72,7 +66,7 @@ class TableColumn:
 
     header: str
     cells: list[Cell] = field(default_factory=list)
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     drop: int | None = None
     narrow_header: str | None = None
     flex: str | None = None
@@ -123,7 +117,7 @@ def fit_columns(columns: Sequence[TableColumn], width: int | None) -> list[tuple
         droppable = [c for c in shown if c.drop is not None]
         if not droppable:
             break
-        shown.remove(min(droppable, key=lambda c: c.drop))
+        shown.remove(min(droppable, key=lambda c: c.drop or 0))  # each has a drop (filtered above)
     widths = {id(c): c.least for c in shown}
     spare = width - table_width(list(widths.values()))
     # Nothing left to drop and still too wide (a very narrow terminal): flex columns give way below

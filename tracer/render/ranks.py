@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from tracer.explain.ranks import CombinedFinding, RankFigure, RankReport, finding_label, rank_labels
@@ -82,7 +83,7 @@ def print_rank_report(report: RankReport, console, top: int = 15, *, wide: bool 
             [
                 Cell(
                     [
-                        Fitted(_where(c), lambda w, c=c: _shortened(_where(c), w)),
+                        Fitted(_where(c), partial(_shortened, _where(c))),
                         *([c.source.strip()] if c.source else []),
                     ]
                 )

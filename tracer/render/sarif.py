@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from tracer import __version__
 from tracer.model.site import Site
 from tracer.render.escape import strip_control
 from tracer.static.rules import Rule
+from tracer.version import __version__
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 MAX_RESULTS = 25_000  # GitHub code scanning accepts at most this many results per run

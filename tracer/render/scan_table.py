@@ -5,6 +5,7 @@ text, never as markup (``buf[idx] = value`` stays whole)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -36,10 +37,7 @@ def scan_columns(sites: Sequence[Any]) -> list[TableColumn]:  # sites: tracer.mo
         TableColumn("rule", [Cell([site.rule]) for site in sites], drop=3),
         TableColumn(
             "file:line",
-            [
-                Cell([Fitted(site.location, lambda w, where=site.location: shorten_path(where, w))])
-                for site in sites
-            ],
+            [Cell([Fitted(site.location, partial(shorten_path, site.location))]) for site in sites],
             flex="path",
             comfortable=30,
             grow=1,

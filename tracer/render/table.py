@@ -7,6 +7,8 @@ shown as `rich.text.Text` (never parsed as markup) after control characters are 
 
 from __future__ import annotations
 
+from functools import partial
+
 from rich.console import Console, Group
 from rich.text import Text
 
@@ -121,9 +123,9 @@ def summary_lines(analysis: Analysis) -> list[str]:
 def _cell(column: Column, finding: Finding, analysis: Analysis) -> Cell:
     if column.name == "origin":
         origin = finding.origin
-        head = Fitted(origin_head(origin), lambda width, o=origin: origin_head(o, width))
+        head = Fitted(origin_head(origin), partial(origin_head, origin))
         return Cell([head, *origin_lines(finding)[1:]])
-    return Cell(column.text(finding, analysis).split("\n"))
+    return Cell([*column.text(finding, analysis).split("\n")])
 
 
 def table_columns(analysis: Analysis, top: int) -> list[TableColumn]:
@@ -159,6 +161,9 @@ def evidence_text(evidence: tuple[str, ...]) -> str:
     return text or "none"
 
 
+FUSED_SHOWN = 8
+
+
 def detail_lines(finding: Finding, rank: int) -> list[str]:
     """The origin chain and evidence of one finding, as plain lines (the caller makes them safe)."""
     origin = finding.origin
@@ -173,6 +178,10 @@ def detail_lines(finding: Finding, rank: int) -> list[str]:
     if origin.source:
         lines.append(f"    {origin.source.strip()}")
     lines.append("  chain: " + " > ".join(chain))
+    for fused in origin.fused[:FUSED_SHOWN]:  # the user lines an Inductor kernel fused, with their ops
+        lines.append(f"  fused: {fused.label}" + (f"  {fused.source.strip()}" if fused.source else ""))
+    if len(origin.fused) > FUSED_SHOWN:
+        lines.append(f"  fused: +{len(origin.fused) - FUSED_SHOWN} more lines")
     if finding.invariant:
         lines.append(f"  invariant: {finding.invariant}")
     if finding.bytes_per_call is not None:

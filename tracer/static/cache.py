@@ -223,4 +223,4 @@ def checked_entry(
         for site in sites:
             if site.path != relative or site.line > lines or (site.end_line or site.line) < site.line:
                 raise ValueError(f"site {site.location} is not in {relative}")
-    return sites, skipped  # type: ignore[return-value]
+    return sites, skipped

@@ -293,7 +293,11 @@ def scan_tree(
                         stmt.targets[cand.target_index].target
                         if isinstance(stmt, cst.Assign)
                         else stmt.target
-                    )  # type: ignore[attr-defined]
+                        if isinstance(stmt, (cst.AugAssign, cst.AnnAssign))
+                        else None
+                    )
+                    if not isinstance(target, cst.Subscript):  # ast saw a subscript store here
+                        raise SnippetError(f"expected a subscript store in {segment[:60]!r}")
                     site = matcher.match_store(
                         target,
                         stmt,

@@ -391,9 +391,9 @@ class SiteMatcher:
     def _index_class(target: cst.Subscript) -> str:
         for element in target.slice:
             index = element.slice
-            if isinstance(index, cst.Slice):
+            if not isinstance(index, cst.Index):  # a cst.Slice, the other BaseSlice
                 return "slice"
-            value = index.value  # type: ignore[union-attr]
+            value = index.value
             if isinstance(value, (cst.Ellipsis, cst.Integer)) or (
                 isinstance(value, cst.Name) and value.value == "None"
             ):

@@ -21,9 +21,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracer.errors import InputError
-from tracer.static.rules import ARG_CLASSES, ARGS_NEEDED, INDEX_CLASSES, Rule
+from tracer.static.call_classes import ARG_CLASSES, ARGS_NEEDED, INDEX_CLASSES
+
+if TYPE_CHECKING:
+    from tracer.static.rules import Rule
 
 Cell = tuple[str, int]  # (argument class, argument count); the last count stands for "that many or more"
 

@@ -10,10 +10,12 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tracer.errors import InputError
 from tracer.input_files import MAX_RULES_BYTES, read_side_input
+from tracer.static.call_classes import ARG_CLASSES, ARGS_NEEDED, INDEX_CLASSES
+from tracer.static.precedence import check_every_rule_can_fire, match_order
 
 
 def _builtin_rules_dir() -> Path:
@@ -38,11 +40,6 @@ FACTOR_INPUTS = (
     "each_arg",
     "target_dtype",
 )
-ARG_CLASSES = ("none", "dtype", "device", "dtype+device", "other")
-# The fewest arguments a call of each class has: `x.to(non_blocking=True)` is "none", `x.to(d, t)`
-# "dtype+device"; a rule that allows only classes needing more arguments than its max_args is void.
-ARGS_NEEDED = {"none": 0, "dtype": 1, "device": 1, "dtype+device": 2, "other": 1}
-INDEX_CLASSES = ("index", "slice")
 FORMS = ("method", "function", "method-or-function", "store")
 # The keys a `[rule.match]` table may hold; any other is a typo that would widen the rule silently.
 MATCH_KEYS = (
@@ -70,6 +67,15 @@ class Example:
     expect: tuple[str, ...] | None = None  # None: only "the rule flags it" is checked
 
 
+class TextPattern(Protocol):
+    """What a rule needs of a pattern: `re.Pattern[str]` (ours) or a `BoundedPattern` (a user's)."""
+
+    @property
+    def pattern(self) -> str: ...
+
+    def search(self, text: str, /) -> object | None: ...
+
+
 @dataclass(frozen=True)
 class RiskFactor:
     """One weighted clue about how hot and wasteful a site is, and the sentence that explains it."""
@@ -78,7 +84,7 @@ class RiskFactor:
     on: str  # one of FACTOR_INPUTS
     weight: float
     reason: str
-    pattern: re.Pattern[str] | None = None  # None for boolean inputs (in_loop)
+    pattern: TextPattern | None = None  # None for boolean inputs (in_loop)
 
     def fires(self, values: dict[str, Any]) -> bool:
         value = values[self.on]
@@ -135,7 +141,7 @@ class RuleSet:
     rules: tuple[Rule, ...]  # by code: for listings, SARIF and `by_code`
     factors: tuple[RiskFactor, ...]
     skip_decorators: frozenset[str]
-    arg_patterns: dict[str, re.Pattern[str]]  # "dtype"/"device" -> pattern on argument text
+    arg_patterns: dict[str, TextPattern]  # "dtype"/"device" -> pattern on argument text
     digest: str
     order: tuple[Rule, ...]  # match order: the first that matches a site wins (precedence.py)
 
@@ -181,7 +187,7 @@ def _build_rule_set(files: Sequence[Path]) -> RuleSet:
     hasher = hashlib.blake2b(digest_size=8)
     shared_factors: list[RiskFactor] = []
     skip: set[str] = set()
-    arg_patterns: dict[str, re.Pattern[str]] = {}
+    arg_patterns: dict[str, TextPattern] = {}
     rules: dict[str, Rule] = {}
     for path in files:
         raw_bytes = read_side_input(path, "rule file", MAX_RULES_BYTES)
@@ -209,21 +215,19 @@ def _build_rule_set(files: Sequence[Path]) -> RuleSet:
     for needed in ("dtype", "device"):
         if needed not in arg_patterns:
             raise InputError(BUILTIN_RULES_DIR, f"no [arg_classes] pattern for {needed!r}")
-    from tracer.static.precedence import check_every_rule_can_fire, match_order
-
     by_code = tuple(sorted(rules.values(), key=lambda r: r.code))
     order = match_order(by_code)
     check_every_rule_can_fire(order)
     return RuleSet(by_code, tuple(shared_factors), frozenset(skip), arg_patterns, hasher.hexdigest(), order)
 
 
-def _compile(path: Path, pattern: str) -> re.Pattern[str]:
+def _compile(path: Path, pattern: str) -> TextPattern:
     if not isinstance(pattern, str):
         raise InputError(path, f"a pattern is {type(pattern).__name__}, not a string")
     if path.parent.resolve() != BUILTIN_RULES_DIR.resolve():
         from tracer.static.patterns import BoundedPattern
 
-        return BoundedPattern(pattern, path)  # type: ignore[return-value]  (a user's: time-bounded)
+        return BoundedPattern(pattern, path)  # a user's: time-bounded
     try:
         return re.compile(pattern)
     except re.error as err:
@@ -323,7 +327,7 @@ def _match(path: Path, code: str, match: dict[str, Any]) -> dict[str, Any]:
             "(a function is named with its module: torch.cat)",
         )
     min_args = _count(path, code, "min_args", match.get("min_args", 0))
-    max_args = _count(path, code, "max_args", match.get("max_args"))
+    max_args = None if match.get("max_args") is None else _count(path, code, "max_args", match["max_args"])
     if max_args is not None and min_args > max_args:
         raise InputError(path, f"rule {code}: can never fire: min_args = {min_args} > max_args = {max_args}")
     arg_class = _classes(path, code, "arg_class", match.get("arg_class"), ARG_CLASSES)
@@ -374,9 +378,7 @@ def _classes(path: Path, code: str, key: str, value: Any, allowed: tuple[str, ..
     return frozenset(classes)
 
 
-def _count(path: Path, code: str, key: str, value: Any) -> int | None:
-    if value is None and key == "max_args":
-        return None
+def _count(path: Path, code: str, key: str, value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InputError(path, f"rule {code}: match.{key} must be a whole number >= 0, not {value!r}")
     return value

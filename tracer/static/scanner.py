@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import multiprocessing
 import os
+import re
 import stat
 import threading
 import time
@@ -139,7 +140,10 @@ def scan_source(
     if not hits:
         return FileScan(())
     if len(hits) > MAX_HIT_LINES:  # generated code or data: each site costs ~1 ms to place and score
-        return FileScan((), f"{len(hits):,} lines hold candidate sites (over {MAX_HIT_LINES:,}): generated code? not scanned")
+        return FileScan(
+            (),
+            f"{len(hits):,} lines hold candidate sites (over {MAX_HIT_LINES:,}): generated code? not scanned",
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in the scanned code are not ours
@@ -217,7 +221,7 @@ def _guarded(source: bytes, relative: str, rules: RuleSet, patterns) -> FileScan
         return FileScan((), "cannot scan: nesting too deep")
 
 
-def _open_cache(cache_dir: Path | None | Literal[False]) -> ScanCache | None:
+def _open_cache(cache_dir: Path | Literal[False] | None) -> ScanCache | None:
     """The cache, or None when disabled (an unusable one disables itself, with one warning line)."""
     if cache_dir is False:
         return None
@@ -242,7 +246,7 @@ def scan(
     rules_dirs: Sequence[Path] = (),
     include: Sequence[str] = (),
     jobs: int | None = None,
-    cache_dir: Path | None | Literal[False] = None,
+    cache_dir: Path | Literal[False] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ScanResult:
     """Map every copy/cast/layout site under `paths` (files or directories).
@@ -284,8 +288,8 @@ def scan(
             )
             for index in sources:
                 if keys[index] in cached:
-                    sites, skipped = cached[keys[index]]
-                    results[index] = FileScan(tuple(sites), skipped)
+                    cached_sites, cached_reason = cached[keys[index]]
+                    results[index] = FileScan(tuple(cached_sites), cached_reason)
                     cache_hits += 1
             todo = [i for i in sources if keys[i] not in cached]
             advance(i for i in batch if i in results)
@@ -342,7 +346,7 @@ class _Pool:
         self.rules = rules
         self.jobs = jobs or os.cpu_count() or 1
         self._executor: ProcessPoolExecutor | None = None
-        self._patterns = None
+        self._patterns: tuple[re.Pattern[bytes], re.Pattern[bytes]] | None = None
 
     def scan(
         self,

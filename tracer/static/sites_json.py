@@ -91,4 +91,5 @@ def _kind(value: Any) -> str:
         return "a boolean"
     if isinstance(value, (int, float)):
         return f"the number {value!r}" if len(repr(value)) <= 24 else "a number"
-    return {list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {list: "a list", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)

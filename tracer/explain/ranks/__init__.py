@@ -1,10 +1,10 @@
-"""A directory of per-rank traces -> each rank explained (in parallel processes), combined, compared.
+"""A directory of per-rank traces: which files are ranks, each rank's result, combined and compared.
 
 SGLang writes one trace per tensor-parallel rank into ``SGLANG_TORCH_PROFILER_DIR``, named
 ``[prefix-]<profile id>-TP-<rank>[-DP-<r>][-PP-<r>][-EP-<r>][-<STAGE>].trace.json.gz``
 (``sglang/srt/utils/profile_utils.py``), and CUDA-graph capture traces under
 ``graph_capture_profile/`` (``cuda_graph_capture-<runner>-TP-<rank>.json.gz``). Each rank is explained
-on its own (`tracer.api.explain_trace`), its capture trace (if any) attached; clocks are aligned by
+on its own (by `tracer.ranks`, the facade above this stage), its capture trace (if any) attached; clocks are aligned by
 ``baseTimeNanoseconds``; findings are keyed by (kernel, origin) across ranks; and the report says in
 words whether the ranks agree: same hot origin, same calls per step, and which rank is slower, where.
 """
@@ -27,7 +27,7 @@ from tracer.explain.ranks.records import (
     pair_ranks,
     rank_labels,
 )
-from tracer.explain.ranks.workers import explain_ranks
+from tracer.explain.ranks.report import RankFailures, rank_report, rank_result
 
 __all__ = [
     "CAPTURE_DIR",
@@ -35,15 +35,17 @@ __all__ = [
     "TRACE_SUFFIXES",
     "Collective",
     "CombinedFinding",
+    "RankFailures",
     "RankFigure",
     "RankReport",
     "RankResult",
     "RankTrace",
     "combine",
     "consistency",
-    "explain_ranks",
     "find_rank_traces",
     "finding_label",
     "pair_ranks",
     "rank_labels",
+    "rank_report",
+    "rank_result",
 ]

@@ -178,8 +178,8 @@ def _slower_rank(results, combined, names, agree: bool = True) -> list[str]:
     else:
         work = _matched_call_work(results, combined)
         unit = "set of calls every rank made"
-    fastest = min(work, key=work.get)
-    slowest = max(work, key=work.get)
+    fastest = min(work, key=work.__getitem__)
+    slowest = max(work, key=work.__getitem__)
     if work[fastest] <= 0 or work[slowest] <= work[fastest] * (1 + SLOWER_BY):
         spread = (work[slowest] / work[fastest] - 1) if work[fastest] > 0 else 0.0
         return [
@@ -285,7 +285,7 @@ def _clocks(results: Sequence[RankResult], names: dict[int, str], agree: bool = 
                 lateness[rank].append(start - first)
             end_spread.append(max(ends) - min(ends))
         median_late = {rank: statistics.median(v) for rank, v in lateness.items()}
-        last = max(median_late, key=median_late.get)
+        last = max(median_late, key=median_late.__getitem__)
         source = results[0].collective_source
         lines.append(
             f"{names[last]} arrives last at the {calls} collectives ({source}): median "

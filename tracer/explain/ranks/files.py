@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,13 +37,36 @@ def find_rank_traces(directory: Path, select: str | None = None) -> list[RankTra
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(directory, "not a directory of per-rank traces")
+    return rank_traces_in(directory, list_trace_files(directory), select)
+
+
+def list_trace_files(directory: Path) -> list[str]:
+    """The trace files of `directory` and of its ``graph_capture_profile/``, as paths relative to it
+    (what a host holds: `rank_traces_in` reads the ranks from such a listing)."""
+    names = []
+    for folder, prefix in ((directory, ""), (directory / CAPTURE_DIR, f"{CAPTURE_DIR}/")):
+        if not folder.is_dir():
+            continue
+        names += [
+            prefix + p.name
+            for p in sorted(folder.iterdir())
+            if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+        ]
+    return names
+
+
+def rank_traces_in(directory: Path, names: Iterable[str], select: str | None = None) -> list[RankTrace]:
+    """`find_rank_traces` from a listing of the directory (`list_trace_files`, or the union of the
+    listings of several hosts, the files need not be on this one)."""
+    directory = Path(directory)
+    names = sorted(set(names))
+    top = [n for n in names if "/" not in n]
     traces = [
-        p
-        for p in sorted(directory.iterdir())
-        if p.is_file()
-        and p.name.endswith(TRACE_SUFFIXES)
-        and not p.name.startswith(("merged-", CAPTURE_PREFIX))
-        and (select is None or select in p.name)
+        directory / n
+        for n in top
+        if n.endswith(TRACE_SUFFIXES)
+        and not n.startswith(("merged-", CAPTURE_PREFIX))
+        and (select is None or select in n)
     ]
     found = []
     for path in traces:
@@ -63,25 +87,22 @@ def find_rank_traces(directory: Path, select: str | None = None) -> list[RankTra
                 "pick one with --ranks-match TEXT (part of its file names, e.g. DECODE)",
             )
         found = [t for t in found if t.rank is not None]
-    captures = _capture_traces(directory)
+    captures = _capture_traces(directory, names)
     return [
         RankTrace(t.path, t.rank, t.parts, t.set_key, tuple(captures.get(t.rank, ())))
         for t in sorted(found, key=lambda t: (t.rank is None, t.rank, t.parts, t.path.name))
     ]
 
 
-def _capture_traces(directory: Path) -> dict[int | None, list[Path]]:
+def _capture_traces(directory: Path, names: Sequence[str]) -> dict[int | None, list[Path]]:
     """SGLang's CUDA-graph capture traces per TP rank (``graph_capture_profile/`` or beside the traces)."""
     out: dict[int | None, list[Path]] = defaultdict(list)
-    for folder in (directory / CAPTURE_DIR, directory):
-        if not folder.is_dir():
+    inside = [n for n in names if n.startswith(f"{CAPTURE_DIR}/") and n.count("/") == 1]
+    beside = [n for n in names if "/" not in n and n.startswith(CAPTURE_PREFIX)]
+    for name in (*inside, *beside):
+        if not name.endswith(TRACE_SUFFIXES):
             continue
-        for path in sorted(folder.iterdir()):
-            if not path.name.endswith(TRACE_SUFFIXES) or (
-                folder == directory and not path.name.startswith(CAPTURE_PREFIX)
-            ):
-                continue
-            match = _CAPTURE_RANK.search(path.name)
-            if match:
-                out[int(match["rank"])].append(path)
+        match = _CAPTURE_RANK.search(name)
+        if match:
+            out[int(match["rank"])].append(directory / name)
     return out

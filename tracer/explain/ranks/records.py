@@ -27,10 +27,19 @@ class RankResult:
     path: str
     analysis: Analysis
     base_time_ns: int | None
-    step_starts_ns: tuple[int, ...] = ()  # absolute
-    step_ends_ns: tuple[int, ...] = ()
     collectives: tuple[Collective, ...] = ()
     collective_source: str = ""  # "GPU kernels", "gloo:/nccl: ranges", "c10d:: ops", ""
+
+    @property
+    def step_starts_ns(self) -> tuple[int, ...]:
+        """The steps the analysis used, on the aligned clock (ns since the Unix epoch)."""
+        base = self.base_time_ns or 0
+        return tuple(base + s for s in self.analysis.step_starts_ns)
+
+    @property
+    def step_ends_ns(self) -> tuple[int, ...]:
+        base = self.base_time_ns or 0
+        return tuple(base + e for e in self.analysis.step_ends_ns)
 
     @property
     def steps(self) -> int:
