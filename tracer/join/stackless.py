@@ -17,23 +17,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracer.join.align import Alignment
+from tracer.join.bindings import (
+    ALIAS,
+    CALLED,
+    LAMBDA,
+    PARTIAL,
+    TORCH_MODULE_OPS,
+    TORCH_OP,
+    Binding,
+    ModuleBindings,
+    module_bindings,
+)
 from tracer.join.program import (
     BY_ATTRIBUTE,
     BY_LOCAL,
+    BY_NAME,
+    BY_SELF_ATTRIBUTE,
     BY_SELF_METHOD,
     BY_SUBSCRIPT,
     BY_TYPE,
     CALL,
     GETITEM,
     ITER,
-    OPAQUE,
     OPERATOR,
+    PROPERTY,
     SETITEM,
     VIEWS,
     CallPoint,
@@ -85,6 +98,7 @@ REWARD = -1.0  # an op the point predicts by name
 QUIET_REWARD = -0.3  # a view or scalar op the point predicts (they fit many places)
 BLOCK = 0.1  # an op absorbed by a call that runs a block of its own (a module, a helper)
 INSIDE = 0.5  # an op inside the function's part that no point explains
+QUIET_SKIP = 0.05  # a point that may well run no op (a number, a str compare)
 SKIPPED_OP = 0.6  # a torch call or tensor operator on the path that ran no op
 DTYPE_AGAINST = 3.0
 DTYPE_FOR = -0.5
@@ -287,6 +301,8 @@ class _SourceFile:
     spelled: frozenset[str]  # the names it calls (``to``, ``cat``) and the operators it uses (``*``)
     programs: ModulePrograms | None = None
     functions: list[_Function] = field(default_factory=list)
+    bindings: ModuleBindings | None = None
+    lambdas: dict[int, _Function | None] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -299,7 +315,10 @@ class _Function:
     name: str
     owner: str | None  # its class
     bag: frozenset[str]
-    calls: tuple[tuple[str, bool], ...]  # (name, called on self)
+    calls: tuple[
+        tuple[str, str], ...
+    ]  # (name, receiver: SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT)
+    bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # its names' (and closure's)
 
     def program(self) -> Program | None:
         return self.file.programs.program(self.line, self.name) if self.file.programs is not None else None
@@ -319,6 +338,19 @@ class _Expanded:
 
 
 INLINE_DEPTH = 2  # helpers of helpers
+BM25_K1, BM25_B = 1.2, 0.75  # file picking: how much a file's size discounts the names it spells
+MAX_CALLEES = 3  # alternatives spliced in for one call (``self.act = A() if ... else B()``)
+MAX_DEFINING_FILES = 3  # a class or function defined in more files than this is not looked up by name
+# How a call names what it runs, for `StacklessRanker._callees`.
+SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
+    "self",
+    "super",
+    "name",
+    "attribute",
+    "property",
+    "element",
+)
+_DEFINED = re.compile(r"^[ \t]*(class|def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 MAX_INLINED_POINTS = 600
 _GENERIC_NAMES = frozenset(
     {"forward", "__init__", "__call__", "apply", "update", "get", "run", "main", "step"}
@@ -338,6 +370,8 @@ class StacklessRanker:
         self._by_name: dict[str, list[_Function]] = {}  # the functions parsed so far, by name (helpers)
         self._index: dict[str, list[int]] | None = None  # spelled name -> files spelling it
         self._holders: dict[frozenset[str], frozenset[int]] = {}
+        self._lengths: list[float] | None = None
+        self._definitions: dict[tuple[str, str], list[int]] | None = None  # ("class"/"def", name) -> files
 
     def rank(
         self,
@@ -359,19 +393,24 @@ class StacklessRanker:
             return Ranking((), 0.0, ("no source file under the source roots spells the ops around it",))
         tokens = tuple(token_of(name, Cat.CPU_OP) for name in window)
         wanted = {t.name for t in tokens if not t.noise}
-        functions = []
+        by_calls, by_own = [], []  # the ops it and its callees name; the ops its own lines name
         for source_file in files:
             for function in source_file.functions:
                 bag = self._bag(function)
                 if hot_op in bag or function.calls:
-                    overlap = len(wanted & bag)
-                    functions.append(
-                        (-(overlap + 2 * (hot_op in bag)), source_file.name, function.line, function)
-                    )
-        functions.sort(key=lambda item: item[:3])
+                    key = (source_file.name, function.line)  # ties: the more specific bag first
+                    by_calls.append((-(len(wanted & bag) + 2 * (hot_op in bag)), len(bag), *key, function))
+                    if hot_op in function.bag:
+                        by_own.append((-(len(wanted & function.bag) + 2), len(function.bag), *key, function))
+        by_calls.sort(key=lambda item: item[:4])
+        by_own.sort(key=lambda item: item[:4])
+        # a caller's bag holds its callees' ops and outgrows theirs: the functions that spell the op
+        # themselves get places of their own
+        picked = by_calls[:MAX_FUNCTIONS] + by_own[:MAX_FUNCTIONS]
+        functions = list({id(item[-1]): item for item in picked}.values())
         words = _range_words(ranges)
         scored: dict[tuple[str, int], Candidate] = {}
-        for *_, function in functions[:MAX_FUNCTIONS]:
+        for *_, function in functions:
             expanded = self._expand(function)
             if expanded is None:
                 continue
@@ -442,10 +481,12 @@ class StacklessRanker:
             return self._bags[id(function)]
         bag = set(function.bag)
         if depth > 0:
-            for name, on_self in function.calls:
-                callee = self._resolve(name, on_self, function, (*stack, id(function)))
-                if callee is not None:
-                    bag |= self._bag(callee, depth - 1, (*stack, id(function)))
+            for name, receiver in function.calls:
+                for callee in self._callees(name, receiver, function, (*stack, id(function))):
+                    if isinstance(callee, Binding):
+                        bag.add(f"aten::{callee.target}")
+                    else:
+                        bag |= self._bag(callee, depth - 1, (*stack, id(function)))
         found = frozenset(bag)
         if depth == INLINE_DEPTH:
             self._bags[id(function)] = found
@@ -462,33 +503,53 @@ class StacklessRanker:
         files = [function.file.name] * len(points)
         functions = [qualified] * len(points)
         eps, consume, repeats = list(program.eps), list(program.consume), list(program.repeats)
+        bindings = function.file.bindings
+        if bindings is not None and bindings.text_compares:
+            # comparing with a str runs no op: skipping it is free (the program cannot tell)
+            free = {
+                (u, v)
+                for u, v, p in consume
+                if points[p].kind == OPERATOR and (points[p].line, points[p].col) in bindings.text_compares
+            }
+            eps = [(u, v, QUIET_SKIP if (u, v) in free else c) for u, v, c in eps]
         n = program.n_states
         inlined: set[int] = set()
         if depth > 0:
             for u, v, p in program.consume:
                 point = program.points[p]
-                if point.kind != CALL or point.callee in (BY_TYPE, OPAQUE, BY_LOCAL, BY_SUBSCRIPT):
+                receiver = self._receiver(point, function)
+                if receiver is None:
                     continue
-                callee = self._resolve(
-                    point.name, point.callee == BY_SELF_METHOD, function, (*stack, id(function))
-                )
-                inner = (
-                    self._expand(callee, depth - 1, (*stack, id(function))) if callee is not None else None
-                )
-                if inner is None or len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
-                    continue
-                sub, shift, state_shift = inner.program, len(points), n
-                points.extend(sub.points)
-                files.extend(inner.files)
-                functions.extend(inner.functions)
-                eps.extend((a + state_shift, b + state_shift, c) for a, b, c in sub.eps)
-                consume.extend((a + state_shift, b + state_shift, q + shift) for a, b, q in sub.consume)
-                repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
-                eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
-                eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
-                n += sub.n_states
-                inlined.add(p)
-                inlined.update(q + shift for q in inner.inlined)
+                for callee in self._callees(point.name, receiver, function, (*stack, id(function))):
+                    if isinstance(callee, Binding):  # a torch op under another name: the call runs it
+                        points.append(
+                            replace(
+                                point,
+                                kind=CALL,
+                                callee=BY_ATTRIBUTE,
+                                name=callee.target,
+                                dtype=callee.dtype or point.dtype,
+                            )
+                        )
+                        files.append(function.file.name)
+                        functions.append(qualified)
+                        consume.append((u, v, len(points) - 1))
+                        continue
+                    inner = self._expand(callee, depth - 1, (*stack, id(function)))
+                    if inner is None or len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
+                        continue
+                    sub, shift, state_shift = inner.program, len(points), n
+                    points.extend(sub.points)
+                    files.extend(inner.files)
+                    functions.extend(inner.functions)
+                    eps.extend((a + state_shift, b + state_shift, c) for a, b, c in sub.eps)
+                    consume.extend((a + state_shift, b + state_shift, q + shift) for a, b, q in sub.consume)
+                    repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
+                    eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
+                    eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
+                    n += sub.n_states
+                    inlined.add(p)
+                    inlined.update(q + shift for q in inner.inlined)
         combined = Program(
             name=qualified,
             def_line=program.def_line,
@@ -506,20 +567,164 @@ class StacklessRanker:
             self._expanded[id(function)] = expanded
         return expanded
 
-    def _resolve(self, name: str, on_self: bool, caller: _Function, stack: tuple) -> _Function | None:
-        """The helper a call runs, when its name says which: a method of the caller's class, or the
-        only function of that name in the files parsed; None for modules and ambiguous names."""
-        if on_self:
-            found = [
-                f for f in caller.file.functions if f.name == name and f.owner == caller.owner and f.owner
-            ]
-        elif name not in _GENERIC_NAMES:
-            found = self._by_name.get(name, [])
-        else:
-            found = []
-        if len(found) != 1 or id(found[0]) in stack:
+    @staticmethod
+    def _receiver(point: CallPoint, caller: _Function) -> str | None:
+        """How a program point names what it runs, as `_callees` reads it (None: nothing to resolve)."""
+        if point.kind == PROPERTY:
+            return PROPERTY_READ
+        if point.kind != CALL:
             return None
-        return found[0]
+        callee = point.callee
+        if callee in (BY_SELF_METHOD, BY_SELF_ATTRIBUTE):
+            return SELF
+        if callee in (BY_NAME, BY_LOCAL):
+            return NAME
+        if callee == BY_SUBSCRIPT:
+            return ELEMENT
+        if callee == BY_ATTRIBUTE:
+            bindings = caller.file.bindings
+            if bindings is not None and (point.line, point.col) in bindings.super_calls:
+                return SUPER
+            return None if point.name in TORCH_API else ATTRIBUTE
+        return None
+
+    def _callees(self, name: str, receiver: str, caller: _Function, stack: tuple) -> tuple:
+        """What a call runs, as far as the source says: functions to splice in, or a torch op's
+        `Binding` (``self.proj = nn.Linear(...)``, ``partial(torch.Tensor.to, ...)``); empty when unknown.
+
+        ``self.helper()``/``self.weight``: the method or property of the caller's class (or a base);
+        ``self.mlp(x)``: the forward of the class ``__init__`` bound ``self.mlp`` to; ``super().f()``: a
+        base's ``f``; ``fn(x)``: what the caller, its enclosing functions or the module bound ``fn`` to
+        (a class's instance, a partial, a lambda), else the one function of that name.
+        """
+        found: list = []
+        owner = caller.owner
+        if receiver in (SELF, PROPERTY_READ, SUPER) and owner:
+            method = self._method(owner, name, caller.file, skip_own=receiver == SUPER)
+            if method is not None:
+                found.append(method)
+            elif receiver == SELF:
+                for binding in self._attribute_bindings(owner, name, caller.file):
+                    found.extend(self._bound(binding, caller.file))
+        elif receiver == ELEMENT and owner:
+            for binding in self._attribute_bindings(owner, name, caller.file, elements=True):
+                found.extend(self._bound(binding, caller.file))
+        elif receiver == NAME:
+            bindings = caller.bindings.get(name) or (
+                caller.file.bindings.module.get(name, ()) if caller.file.bindings is not None else ()
+            )
+            if bindings:
+                for binding in bindings:
+                    found.extend(self._bound(binding, caller.file))
+            elif name not in _GENERIC_NAMES:
+                function = self._function(name, caller.file)
+                if function is not None:
+                    found.append(function)
+        elif receiver == ATTRIBUTE and name not in _GENERIC_NAMES:
+            candidates = self._by_name.get(name, [])
+            if len(candidates) == 1:
+                found.append(candidates[0])
+        # a function may run itself once more (recursion), no deeper
+        return tuple(dict.fromkeys(f for f in found if isinstance(f, Binding) or stack.count(id(f)) < 2))[
+            :MAX_CALLEES
+        ]
+
+    def _bound(self, binding: Binding, near: _SourceFile) -> list:
+        if binding.kind == TORCH_OP:
+            return [binding]
+        if binding.kind == LAMBDA:
+            function = self._lambda(near, binding.line)
+            return [function] if function is not None else []
+        if binding.kind == CALLED:
+            found = self._class(binding.target, near)
+            if found is None:
+                return []
+            for method in ("forward", "__call__"):
+                function = self._method(found[1], method, found[0])
+                if function is not None:
+                    return [function]
+            return []
+        if binding.kind in (PARTIAL, ALIAS):
+            function = self._function(binding.target, near)
+            return [function] if function is not None else []
+        return []
+
+    def _lambda(self, source_file: _SourceFile, line: int) -> _Function | None:
+        if line not in source_file.lambdas:
+            function = _Function(source_file, line, "<lambda>", None, frozenset(), ())
+            program = function.program()
+            if program is not None:
+                function.bag = frozenset(op for point in program.points for op in predicted_ops(point))
+            source_file.lambdas[line] = function if program is not None else None
+        return source_file.lambdas[line]
+
+    def _class(self, name: str, near: _SourceFile) -> tuple[_SourceFile, str] | None:
+        """The file defining class `name`: the caller's own, else the one parsed or unparsed file
+        that defines it."""
+        if near.bindings is not None and name in near.bindings.classes:
+            return near, name
+        holders = [f for f in self._defining(name, "class") if f.bindings is not None]
+        if len(holders) > 1:  # several: the one beside the caller
+            holders = [f for f in holders if f.path.parent == near.path.parent]
+        return (holders[0], name) if len(holders) == 1 else None
+
+    def _method(
+        self, owner: str, name: str, source_file: _SourceFile, skip_own: bool = False, depth: int = 0
+    ):
+        """Method `name` of class `owner` (of `source_file`) or of its bases, by name."""
+        if not skip_own:
+            for function in source_file.functions:
+                if function.owner == owner and function.name == name:
+                    return function
+        sketch = source_file.bindings.classes.get(owner) if source_file.bindings is not None else None
+        if sketch is None or depth > 4:
+            return None
+        for base in sketch.bases:
+            found = self._class(base, source_file)
+            if found is not None and found != (source_file, owner):
+                method = self._method(found[1], name, found[0], depth=depth + 1)
+                if method is not None:
+                    return method
+        return None
+
+    def _attribute_bindings(self, owner: str, name: str, source_file: _SourceFile, elements: bool = False):
+        found = self._class(owner, source_file)
+        seen = 0
+        while found is not None and seen < 5:
+            sketch = found[0].bindings.classes[found[1]]
+            bound = (sketch.elements if elements else sketch.attributes).get(name)
+            if bound:
+                return bound
+            found = next(
+                (c for base in sketch.bases if (c := self._class(base, found[0])) is not None and c != found),
+                None,
+            )
+            seen += 1
+        return ()
+
+    def _function(self, name: str, near: _SourceFile) -> _Function | None:
+        """The module-level function `name`: the caller's file's, else the only one parsed (not looked
+        up in unparsed files: common helper names would parse much of a big package)."""
+        own = [f for f in near.functions if f.name == name and f.owner is None]
+        if len(own) == 1:
+            return own[0]
+        found = [f for f in self._by_name.get(name, []) if f.owner is None]
+        return found[0] if len(found) == 1 else None
+
+    def _defining(self, name: str, keyword: str) -> list[_SourceFile]:
+        """The files that define `name` (``class name``/``def name``), parsed now if few."""
+        if self._definitions is None:
+            self._definitions = {}
+            for i, source_file in enumerate(self._all_files()):
+                for kind, defined in _DEFINED.findall(source_file.text):
+                    self._definitions.setdefault((kind, defined), []).append(i)
+        indexes = self._definitions.get((keyword, name), [])
+        if not indexes or len(indexes) > MAX_DEFINING_FILES:
+            return []
+        files = self._all_files()
+        for i in indexes:
+            self._parse_file(files[i])
+        return [files[i] for i in indexes if files[i].programs is not None]
 
     # -- files --------------------------------------------------------------------------------------
     def _files_for(self, window: Sequence[str], hot_op: str) -> list[_SourceFile]:
@@ -531,23 +736,42 @@ class StacklessRanker:
         groups.discard(frozenset())
         hot_group = frozenset(_spellings(hot_op))
         scores: dict[int, float] = {}
+        lengths = self._spelled_lengths()
         for group in groups:
             holders = self._spelled_by(group)
             weight = math.log((1 + len(files)) / (1 + len(holders)))
             if group == hot_group:
                 weight = 3 * weight + 1.0
             for index in holders:
-                scores[index] = scores.get(index, 0.0) + weight
+                # BM25's length norm: a big file spells most names, which says less about each
+                scores[index] = scores.get(index, 0.0) + weight * lengths[index]
         ranked = sorted(scores.items(), key=lambda item: (-item[1], files[item[0]].name))
         picked = [files[index] for index, score in ranked[:MAX_FILES] if score > 0]
         for source_file in picked:
-            if source_file.programs is None:
-                source_file.programs = _parse(source_file.text)
-                if source_file.programs is not None:
-                    source_file.functions = _sketches(source_file)
-                    for function in source_file.functions:
-                        self._by_name.setdefault(function.name, []).append(function)
+            self._parse_file(source_file)
         return [f for f in picked if f.programs is not None]
+
+    def _parse_file(self, source_file: _SourceFile) -> None:
+        if source_file.programs is None and source_file.bindings is None:
+            source_file.programs = _parse(source_file.text)
+            if source_file.programs is not None:
+                source_file.bindings = module_bindings(source_file.programs.tree)
+                source_file.functions = _sketches(source_file)
+                for function in source_file.functions:
+                    self._by_name.setdefault(function.name, []).append(function)
+            else:
+                source_file.bindings = ModuleBindings()  # unparsable: not tried again
+
+    def _spelled_lengths(self) -> list[float]:
+        """Per file, BM25's weight for one spelled name given how many names the file spells."""
+        if self._lengths is None:
+            files = self._all_files()
+            sizes = [len(f.spelled) for f in files]
+            average = sum(sizes) / len(sizes) if sizes else 1.0
+            self._lengths = [
+                (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * size / average)) for size in sizes
+            ]
+        return self._lengths
 
     def _spelled_by(self, group: frozenset[str]) -> frozenset[int]:
         """The files (indexes into `_all_files`) that spell any of `group` (an op's spellings)."""
@@ -588,7 +812,9 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
     for line, name, node in programs.functions():
         bag: set[str] = set()
         calls = []
-        for child in own_nodes(node):
+        nodes = list(own_nodes(node))
+        called = {id(child.func) for child in nodes if isinstance(child, ast.Call)}
+        for child in nodes:
             if isinstance(child, ast.Call):
                 func = child.func
                 callee = (
@@ -600,12 +826,19 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
                 )
                 if callee is not None:
                     bag.update(CALL_OPS.get(callee, (f"aten::{callee}",)))
-                    on_self = (
-                        isinstance(func, ast.Attribute)
-                        and isinstance(func.value, ast.Name)
-                        and func.value.id == "self"
-                    )
-                    calls.append((callee, on_self))
+                    calls.append((callee, _sketch_receiver(func)))
+                elif isinstance(func, ast.Subscript):
+                    value = func.value
+                    if isinstance(value, ast.Attribute):
+                        calls.append((value.attr, ELEMENT))
+            elif (
+                isinstance(child, ast.Attribute)
+                and isinstance(child.ctx, ast.Load)
+                and id(child) not in called
+                and isinstance(child.value, ast.Name)
+                and child.value.id == "self"
+            ):
+                calls.append((child.attr, PROPERTY_READ))
             elif isinstance(child, (ast.BinOp, ast.AugAssign)):
                 op = BINARY_OPS.get(type(child.op))
                 if op:
@@ -614,13 +847,34 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
                 bag.add(UNARY_OPS[type(child.op)])
             elif isinstance(child, ast.Compare):
                 bag.update(COMPARE_OPS[type(op)] for op in child.ops if type(op) in COMPARE_OPS)
-            elif isinstance(child, ast.Subscript):
+            if isinstance(child, ast.Subscript):
                 bag.update(GETITEM_OPS if isinstance(child.ctx, ast.Load) else SETITEM_OPS)
         owner = programs.owner_of_node(node)
+        bindings = source_file.bindings
+        scope = (
+            {}
+            if bindings is None
+            else bindings.module
+            if isinstance(node, ast.Module)
+            else bindings.functions.get(id(node), {})
+        )
         sketches.append(
-            _Function(source_file, line, name, owner, frozenset(bag), tuple(dict.fromkeys(calls)))
+            _Function(source_file, line, name, owner, frozenset(bag), tuple(dict.fromkeys(calls)), scope)
         )
     return sketches
+
+
+def _sketch_receiver(func) -> str:
+    import ast
+
+    if isinstance(func, ast.Name):
+        return NAME
+    value = func.value
+    if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+        return SELF
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+        return SUPER
+    return ATTRIBUTE
 
 
 def _parse(text: str) -> ModulePrograms | None:
@@ -642,6 +896,9 @@ _OPERATOR_SPELLINGS = {
     "aten::index": ("[",),
     "aten::index_put_": ("[",),
 }
+_MODULES_RUNNING: dict[str, tuple[str, ...]] = {}  # op -> the torch.nn modules that run it (``Linear``)
+for _module, _op in TORCH_MODULE_OPS.items():
+    _MODULES_RUNNING[_op] = (*_MODULES_RUNNING.get(_op, ()), _module)
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
 _OPERATORS = "*+-/@["
 
@@ -659,7 +916,8 @@ def _spellings(op: str) -> tuple[str, ...]:
         return _OPERATOR_SPELLINGS[op]
     if op in ("aten::to", "aten::_to_copy"):
         return tuple(CAST_METHODS)
-    return (op.removeprefix("aten::").strip("_"),)
+    name = op.removeprefix("aten::").strip("_")
+    return (name, *_MODULES_RUNNING.get(name, ()))
 
 
 def _range_words(ranges: Sequence[str]) -> set[str]:

@@ -1,0 +1,282 @@
+"""What names and attributes are bound to in a module's source, for calls that do not say what they run
+without Python frames: ``self.mlp = LlamaMLP(...)`` (``self.mlp(x)`` runs ``LlamaMLP.forward``),
+``emb = Embedding(...)`` in an enclosing function, ``to32 = partial(torch.Tensor.to, dtype=...)``,
+``act = lambda t: ...``, and the classes with their bases and methods (``super().forward``, properties).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from tracer.join.torch_api import TORCH_API
+
+CALLED = "called"  # bound to what calling `target` returns: an instance of a class (or a function's result)
+PARTIAL = "partial"  # functools.partial(target, ...): calling it calls `target`
+LAMBDA = "lambda"  # a lambda defined on `line`
+ALIAS = "alias"  # another name for `target` (a function or a class)
+TORCH_OP = "torch_op"  # a torch function or a torch.nn module: calling it runs `aten::<target>`
+
+# torch.nn modules: the top-level op calling one runs (a module the source does not define).
+TORCH_MODULE_OPS = {
+    "Linear": "linear",
+    "Embedding": "embedding",
+    "LayerNorm": "layer_norm",
+    "RMSNorm": "rms_norm",
+    "GroupNorm": "group_norm",
+    "Dropout": "dropout",
+    "SiLU": "silu",
+    "GELU": "gelu",
+    "ReLU": "relu",
+    "Tanh": "tanh",
+    "Sigmoid": "sigmoid",
+    "Softmax": "softmax",
+    "Conv1d": "conv1d",
+    "Conv2d": "conv2d",
+}
+# Calls on a module that return the module itself: `Cls(...).to(device)` binds a `Cls`.
+_SAME_MODULE_METHODS = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "bfloat16", "eval", "train", "requires_grad_"}
+)
+_CONTAINERS = frozenset({"ModuleList", "list", "tuple"})
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One thing a name may be bound to."""
+
+    kind: str  # CALLED, PARTIAL, LAMBDA, ALIAS, TORCH_OP
+    target: str = ""  # the class or function's name (last part of a dotted name), or the op's
+    line: int = 0  # LAMBDA: where it is defined
+    dtype: str | None = None  # PARTIAL of a cast: its literal dtype keyword
+
+
+@dataclass
+class ClassSketch:
+    """A class of a parsed module: its bases' names and what its methods bind ``self.x`` to."""
+
+    name: str
+    bases: tuple[str, ...]
+    attributes: dict[str, tuple[Binding, ...]] = field(default_factory=dict)
+    elements: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # self.x = ModuleList([...])
+
+
+@dataclass
+class ModuleBindings:
+    """A module's classes, its module-level bindings and each function's (with its enclosing
+    functions'), keyed by id of the function node; and the ``super().name(...)`` calls by position."""
+
+    classes: dict[str, ClassSketch] = field(default_factory=dict)
+    module: dict[str, tuple[Binding, ...]] = field(default_factory=dict)
+    functions: dict[int, dict[str, tuple[Binding, ...]]] = field(default_factory=dict)
+    super_calls: set[tuple[int, int]] = field(default_factory=set)  # (line, col) as `CallPoint` has them
+    text_compares: set[tuple[int, int]] = field(default_factory=set)  # ``kind == "gelu"``: no tensor op
+
+
+def module_bindings(tree: ast.Module) -> ModuleBindings:
+    """Every binding of a parsed module (one walk)."""
+    found = ModuleBindings()
+    _walk_body(tree.body, found, None, found.module, None)
+    return found
+
+
+def _walk_body(
+    statements: list[ast.stmt],
+    found: ModuleBindings,
+    class_sketch: ClassSketch | None,
+    scope: dict[str, tuple[Binding, ...]],
+    method_class: ClassSketch | None,
+) -> None:
+    for node in statements:
+        if isinstance(node, ast.ClassDef):
+            sketch = ClassSketch(node.name, tuple(_last_name(b) for b in node.bases if _last_name(b)))
+            found.classes.setdefault(node.name, sketch)
+            _walk_body(node.body, found, sketch, {}, None)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            own = dict(scope) if class_sketch is None else {}  # a method does not see its class body
+            found.functions[id(node)] = own
+            _walk_body(node.body, found, None, own, class_sketch or method_class)
+        else:
+            _bind_statement(node, found, scope, method_class)
+            for field_name in ("body", "orelse", "finalbody"):
+                inner = getattr(node, field_name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    _walk_body(inner, found, class_sketch, scope, method_class)
+            for handler in getattr(node, "handlers", ()) or ():
+                _walk_body(handler.body, found, class_sketch, scope, method_class)
+
+
+def _bind_statement(
+    node: ast.stmt, found: ModuleBindings, scope: dict, method_class: ClassSketch | None
+) -> None:
+    for child in ast.walk(node):
+        if isinstance(child, ast.Compare) and any(
+            isinstance(side, ast.Constant) and isinstance(side.value, (str, bytes))
+            for side in (child.left, *child.comparators)
+        ):
+            found.text_compares.add((child.lineno, child.col_offset))
+        elif isinstance(child, ast.Call):
+            func = child.func
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Call)
+                and isinstance(func.value.func, ast.Name)
+                and func.value.func.id == "super"
+            ):
+                found.super_calls.add((func.end_lineno or child.lineno, child.col_offset))
+    if isinstance(node, ast.Assign):
+        pairs = [(target, node.value) for target in node.targets]
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        pairs = [(node.target, node.value)]
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
+        target, iterated = node.target, node.iter
+        if (  # for i, layer in enumerate(self.layers)
+            isinstance(target, ast.Tuple)
+            and len(target.elts) == 2
+            and isinstance(iterated, ast.Call)
+            and _last_name(iterated.func) == "enumerate"
+            and iterated.args
+        ):
+            target, iterated = target.elts[1], iterated.args[0]
+        if isinstance(target, ast.Name) and method_class is not None:
+            elements = _elements_of(iterated, method_class)
+            if elements:
+                scope[target.id] = elements
+        return
+    else:
+        return
+    while pairs:
+        target, value = pairs.pop()
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+            pairs.extend(zip(target.elts, value.elts))
+            continue
+        bound = bindings_of(value)
+        if isinstance(target, ast.Name):
+            if bound:
+                scope[target.id] = _merge(scope.get(target.id, ()), bound)
+            elif method_class is not None and (elements := _elements_of(value, method_class)):
+                scope[target.id] = elements  # layer = self.layers[i]
+        elif (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and method_class is not None
+        ):
+            if bound:
+                method_class.attributes[target.attr] = _merge(
+                    method_class.attributes.get(target.attr, ()), bound
+                )
+            elements = _container_elements(value)
+            if elements:
+                method_class.elements[target.attr] = _merge(
+                    method_class.elements.get(target.attr, ()), elements
+                )
+
+
+def _elements_of(node: ast.AST, method_class: ClassSketch) -> tuple[Binding, ...]:
+    """What iterating or indexing ``self.x`` (``self.x[a:b]``) gives, for a container ``self.x``."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return method_class.elements.get(node.attr, ())
+    return ()
+
+
+def _container_elements(value: ast.AST) -> tuple[Binding, ...]:
+    if isinstance(value, ast.Call) and _last_name(value.func) in _CONTAINERS and value.args:
+        value = value.args[0]
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        return bindings_of(value.elt)
+    if isinstance(value, (ast.List, ast.Tuple)):
+        out: tuple[Binding, ...] = ()
+        for element in value.elts:
+            out = _merge(out, bindings_of(element))
+        return out
+    return ()
+
+
+def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
+    """What an assigned expression binds a name to (empty when unknown)."""
+    if isinstance(value, ast.IfExp):
+        return _merge(bindings_of(value.body), bindings_of(value.orelse))
+    if isinstance(value, ast.Lambda):
+        return (Binding(LAMBDA, "<lambda>", value.lineno),)
+    if isinstance(value, ast.Name):
+        return (Binding(ALIAS, value.id),)
+    if isinstance(value, ast.Attribute):
+        if value.attr in TORCH_API and _root_name(value) in ("torch", "F", "functional", "nn", "Tensor"):
+            return (Binding(TORCH_OP, value.attr),)
+        return ()
+    if not isinstance(value, ast.Call):
+        return ()
+    func = value.func
+    name = _last_name(func)
+    if name == "partial" and value.args:
+        inner = value.args[0]
+        dtype = next((_dtype_text(k.value) for k in value.keywords if k.arg == "dtype"), None)
+        if (
+            isinstance(inner, ast.Attribute)
+            and inner.attr in TORCH_API
+            and _root_name(inner)
+            in (
+                "torch",
+                "F",
+                "Tensor",
+                "functional",
+            )
+        ):
+            return (Binding(TORCH_OP, inner.attr, dtype=dtype),)
+        target = _last_name(inner)
+        return (Binding(PARTIAL, target, dtype=dtype),) if target else ()
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr in _SAME_MODULE_METHODS
+        and isinstance(func.value, ast.Call)
+    ):
+        return bindings_of(func.value)
+    if name is None:
+        return ()
+    if name in TORCH_MODULE_OPS and _root_name(func) in ("nn", "torch", name):
+        return (Binding(CALLED, name), Binding(TORCH_OP, TORCH_MODULE_OPS[name]))
+    return (Binding(CALLED, name),)
+
+
+def _merge(a: tuple[Binding, ...], b: tuple[Binding, ...]) -> tuple[Binding, ...]:
+    return tuple(dict.fromkeys((*a, *b)))[:4]
+
+
+def _last_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        if node.attr in ("Tensor", "functional"):
+            return node.attr
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _dtype_text(node: ast.AST) -> str | None:
+    from tracer.join.program import _literal_dtype
+
+    return _literal_dtype(node)
+
+
+__all__ = [
+    "ALIAS",
+    "CALLED",
+    "LAMBDA",
+    "PARTIAL",
+    "TORCH_MODULE_OPS",
+    "TORCH_OP",
+    "Binding",
+    "ClassSketch",
+    "ModuleBindings",
+    "bindings_of",
+    "module_bindings",
+]
