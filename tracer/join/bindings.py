@@ -89,7 +89,7 @@ def _walk_body(
 ) -> None:
     for node in statements:
         if isinstance(node, ast.ClassDef):
-            sketch = ClassSketch(node.name, tuple(_last_name(b) for b in node.bases if _last_name(b)))
+            sketch = ClassSketch(node.name, tuple(base for b in node.bases if (base := _last_name(b))))
             found.classes.setdefault(node.name, sketch)
             _walk_body(node.body, found, sketch, {}, None)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

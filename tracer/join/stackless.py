@@ -691,7 +691,10 @@ class StacklessRanker:
         found = self._class(owner, source_file)
         seen = 0
         while found is not None and seen < 5:
-            sketch = found[0].bindings.classes[found[1]]
+            bindings = found[0].bindings
+            if bindings is None:  # `_class` returns only files with bindings
+                return None
+            sketch = bindings.classes[found[1]]
             bound = (sketch.elements if elements else sketch.attributes).get(name)
             if bound:
                 return bound
