@@ -20,7 +20,7 @@ from tracer.load.parallel import parse_in_workers, parse_ranges_in_workers, work
 from tracer.load.ranges import RangePlan, plan_ranges, range_bytes
 from tracer.load.source import check_readable, is_gzip, read_all, read_blocks
 from tracer.load.window import TraceWindow, resolve_window
-from tracer.model.events import INT_COLUMNS, Cat, EventTable, Trace
+from tracer.model.events import Cat, EventTable, Trace
 
 __all__ = ["TraceWindow", "load_trace"]
 
@@ -176,13 +176,7 @@ def _without_unlaunched(table: EventTable) -> tuple[EventTable, int]:
     ]
     if len(keep) == len(table):
         return table, 0
-    out = EventTable()
-    for name in INT_COLUMNS:
-        column = getattr(table, name)
-        getattr(out, name).extend(column[row] for row in keep)
-    out.name.extend(table.name[row] for row in keep)
-    out.args.extend(table.args[row] for row in keep)
-    return out, len(table) - len(keep)
+    return table.taken(keep), len(table) - len(keep)
 
 
 def _bind_fwdbwd(table: Any, points: list[tuple[str, int, int, int, int]]) -> dict[int, int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracer.model.events import INT_COLUMNS, Cat, EventTable
+from tracer.model.events import Cat, EventTable
 from tracer.model.threads import thread_numbers
 
 MAX_DEPTH = {
@@ -35,14 +35,7 @@ def without_deep_nesting(table: EventTable) -> tuple[EventTable, int]:
     dropped = int(drop.sum())
     if not dropped:
         return table, 0
-    keep = np.flatnonzero(~drop).tolist()
-    out = EventTable()
-    for name in INT_COLUMNS:
-        column = getattr(table, name)
-        getattr(out, name).extend(column[row] for row in keep)
-    out.name.extend(table.name[row] for row in keep)
-    out.args.extend(table.args[row] for row in keep)
-    return out, dropped
+    return table.taken(np.flatnonzero(~drop).tolist()), dropped
 
 
 def _depths(table: EventTable, rows: np.ndarray) -> np.ndarray:

@@ -115,6 +115,16 @@ class EventTable:
         self.args.append(args)
         return len(self.cat) - 1
 
+    def taken(self, keep: list[int]) -> EventTable:
+        """A new table of the rows `keep`, in that order."""
+        out = EventTable()
+        for name in INT_COLUMNS:
+            column = getattr(self, name)
+            getattr(out, name).extend(column[row] for row in keep)
+        out.name.extend(self.name[row] for row in keep)
+        out.args.extend(self.args[row] for row in keep)
+        return out
+
     def rows(self, *cats: Cat) -> list[int]:
         wanted = set(cats)
         return [i for i, c in enumerate(self.cat) if c in wanted]
