@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from tracer.join.program import last_name
 from tracer.join.torch_api import TORCH_API
 
 CALLED = "called"  # bound to what calling `target` returns: an instance of a class (or a function's result)
@@ -89,7 +90,7 @@ def _walk_body(
 ) -> None:
     for node in statements:
         if isinstance(node, ast.ClassDef):
-            sketch = ClassSketch(node.name, tuple(base for b in node.bases if (base := _last_name(b))))
+            sketch = ClassSketch(node.name, tuple(base for b in node.bases if (base := last_name(b))))
             found.classes.setdefault(node.name, sketch)
             _walk_body(node.body, found, sketch, {}, None)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -134,7 +135,7 @@ def _bind_statement(
             isinstance(target, ast.Tuple)
             and len(target.elts) == 2
             and isinstance(iterated, ast.Call)
-            and _last_name(iterated.func) == "enumerate"
+            and last_name(iterated.func) == "enumerate"
             and iterated.args
         ):
             target, iterated = target.elts[1], iterated.args[0]
@@ -183,7 +184,7 @@ def _elements_of(node: ast.AST, method_class: ClassSketch) -> tuple[Binding, ...
 
 
 def _container_elements(value: ast.AST) -> tuple[Binding, ...]:
-    if isinstance(value, ast.Call) and _last_name(value.func) in _CONTAINERS and value.args:
+    if isinstance(value, ast.Call) and last_name(value.func) in _CONTAINERS and value.args:
         value = value.args[0]
     if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
         return bindings_of(value.elt)
@@ -210,7 +211,7 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
     if not isinstance(value, ast.Call):
         return ()
     func = value.func
-    name = _last_name(func)
+    name = last_name(func)
     if name == "partial" and value.args:
         inner = value.args[0]
         dtype = next((_dtype_text(k.value) for k in value.keywords if k.arg == "dtype"), None)
@@ -226,7 +227,7 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
             )
         ):
             return (Binding(TORCH_OP, inner.attr, dtype=dtype),)
-        target = _last_name(inner)
+        target = last_name(inner)
         return (Binding(PARTIAL, target, dtype=dtype),) if target else ()
     if (
         isinstance(func, ast.Attribute)
@@ -243,14 +244,6 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
 
 def _merge(a: tuple[Binding, ...], b: tuple[Binding, ...]) -> tuple[Binding, ...]:
     return tuple(dict.fromkeys((*a, *b)))[:4]
-
-
-def _last_name(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
 
 
 def _root_name(node: ast.AST) -> str | None:

@@ -349,15 +349,7 @@ class _Builder:
         self.edge(s, head)
         loop_exit = self.state()
         self.edge(head, loop_exit)
-        self.loops.append((head, after))
-        body_end = self.block(node.body, self.store(node.target, head))
-        self.loops.pop()
-        if body_end is not None:
-            self.edge(body_end, head)
-        else_end = self.block(node.orelse, loop_exit)
-        if else_end is not None:
-            self.edge(else_end, after)
-        return after
+        return self.loop_body(node, head, self.store(node.target, head), loop_exit, after)
 
     def while_loop(self, node: ast.While, s: int) -> int | None:
         head, after = self.state(), self.state()
@@ -365,8 +357,15 @@ class _Builder:
         tested = self.test(node.test, head)
         loop_exit = self.state()
         self.edge(tested, loop_exit)
+        return self.loop_body(node, head, tested, loop_exit, after)
+
+    def loop_body(
+        self, node: ast.For | ast.AsyncFor | ast.While, head: int, start: int, loop_exit: int, after: int
+    ) -> int:
+        """The body from `start` back to `head` (break -> `after`, continue -> `head`), then the
+        `else:` block from `loop_exit` (the loop ending without a break) to `after`."""
         self.loops.append((head, after))
-        body_end = self.block(node.body, tested)
+        body_end = self.block(node.body, start)
         self.loops.pop()
         if body_end is not None:
             self.edge(body_end, head)
@@ -881,22 +880,22 @@ _SIZE_CALLS = frozenset(
 )
 
 
+def last_name(node: ast.AST) -> str | None:
+    """The name a call target ends in: ``f`` for ``f``, ``to`` for ``x.y.to``; None for others."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
 def _is_shape_math(node: ast.AST) -> bool:
     """Arithmetic on sizes (``x.shape[-1] // 2``, ``len(xs) * 2``) usually runs in Python, not as an op."""
     for child in ast.walk(node):
         if isinstance(child, ast.Attribute) and child.attr in ("shape", "ndim", "itemsize"):
             return True
-        if isinstance(child, ast.Call):
-            callee = child.func
-            name = (
-                callee.attr
-                if isinstance(callee, ast.Attribute)
-                else callee.id
-                if isinstance(callee, ast.Name)
-                else ""
-            )
-            if name in _SIZE_CALLS:
-                return True
+        if isinstance(child, ast.Call) and last_name(child.func) in _SIZE_CALLS:
+            return True
     return False
 
 

@@ -52,6 +52,7 @@ from tracer.join.program import (
     CallPoint,
     ModulePrograms,
     Program,
+    last_name,
 )
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines, read_source_text
@@ -820,13 +821,7 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
         for child in nodes:
             if isinstance(child, ast.Call):
                 func = child.func
-                callee = (
-                    func.attr
-                    if isinstance(func, ast.Attribute)
-                    else func.id
-                    if isinstance(func, ast.Name)
-                    else None
-                )
+                callee = last_name(func)
                 if callee is not None:
                     bag.update(CALL_OPS.get(callee, (f"aten::{callee}",)))
                     calls.append((callee, _sketch_receiver(func)))
