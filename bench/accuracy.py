@@ -100,7 +100,15 @@ def accuracy_table(
     for column in label:
         table.add_column(column)
     if mode == "nostack":
-        columns = ("truth time (ms)", "rank 1", "top 3", "coverage", "accuracy", "wrong >=0.9 (ms / origins)")
+        columns = (
+            "truth time (ms)",
+            "rank 1",
+            "top 3",
+            "rank 1 or a copy",
+            "coverage",
+            "accuracy",
+            "wrong >=0.9 (ms / origins)",
+        )
     else:
         columns = (
             "truth time (ms)",
@@ -121,6 +129,7 @@ def accuracy_table(
             cells += [
                 pct(score.rank1),
                 pct(score.top3),
+                pct(score.rank1_copy),
                 pct(score.coverage),
                 pct(score.accuracy),
                 f"{ms(high.wrong_ns)} / {len(high.wrong_origins)}",
@@ -162,7 +171,7 @@ def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]
     lines = [
         (
             "| family | torch | mode | truth time (ms) | coverage | accuracy | conf >= 0.9: ms answered, right, "
-            "wrong origins | 0.5-0.9 | < 0.5 | stack = CallFrom's line | no-stack rank 1 / top 3 |"
+            "wrong origins | 0.5-0.9 | < 0.5 | stack = CallFrom's line | no-stack rank 1 / top 3 / rank 1 or a copy |"
         ),
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -176,7 +185,11 @@ def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]
             cells.append(
                 pct(score.same_as_callfrom) if mode == "stack" and score.callfrom_answered_ns else ""
             )
-            cells.append(f"{pct(score.rank1)} / {pct(score.top3)}" if mode == "nostack" else "")
+            cells.append(
+                f"{pct(score.rank1)} / {pct(score.top3)} / {pct(score.rank1_copy)}"
+                if mode == "nostack"
+                else ""
+            )
             lines.append(f"| {key[0]} | {key[1]} | {mode} | " + " | ".join(cells) + " |")
     lines += [
         "",

@@ -229,7 +229,7 @@ class TruthLookup:
 
 ADDED = (  # the Score counters that add up across traces
     "rows", "total_ns", "truth_ns", "untruthed_rows", "answered_ns", "right_ns", "rank1_ns", "top3_ns",
-    "same_as_callfrom_ns", "callfrom_answered_ns",
+    "rank1_copy_ns", "same_as_callfrom_ns", "callfrom_answered_ns",
 )  # fmt: skip
 CAST_OPS = frozenset(
     {"aten::_to_copy", "aten::copy_"}
@@ -279,6 +279,7 @@ class Score:
     right_ns: int = 0
     rank1_ns: int = 0  # no-stack mode: the truth is the origin's line / in its top 3
     top3_ns: int = 0
+    rank1_copy_ns: int = 0  # no-stack mode: the origin's line is the truth or the same line of a copy of it
     # stack mode on a CallFrom trace: time where the join (CallFrom ignored) names the line the join
     # with CallFrom names, of the time the latter names one (a truth-free check any 2.14 trace allows)
     same_as_callfrom_ns: int = 0
@@ -311,6 +312,10 @@ class Score:
     def top3(self) -> float | None:
         return self.top3_ns / self.truth_ns if self.truth_ns else None
 
+    @property
+    def rank1_copy(self) -> float | None:
+        return self.rank1_copy_ns / self.truth_ns if self.truth_ns else None
+
     def add(self, other: Score) -> None:
         for name in ADDED:
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -333,6 +338,7 @@ class Score:
             "rank1": self.rank1,
             "same_as_callfrom": self.same_as_callfrom,
             "top3": self.top3,
+            "rank1_copy": self.rank1_copy,
             "buckets": {name: bucket.to_dict() for name, bucket in self.buckets.items()},
             "wrong_at_0.9": [w.to_dict() for w in self.wrong if w.confidence >= 0.9],
         }
@@ -345,6 +351,36 @@ class TraceResult:
     stale: list[str]
     truth_share_recorded: float | None
     callfrom_agreement: float | None
+
+
+class SourceCopies:
+    """Copies of functions under source folders (`tracer.join.copies`), named as origins name files."""
+
+    def __init__(self, dirs: Sequence[Path]) -> None:
+        from tracer.join.copies import FunctionCopies
+
+        files = [(str(path.relative_to(d.parent)), path) for d in dirs for path in sorted(d.rglob("*.py"))]
+        self._names = [name for name, _ in files]
+        self._copies = FunctionCopies(
+            (name, lambda path=path: path.read_text(errors="replace")) for name, path in files
+        )
+        self._resolved: dict[str, str | None] = {}
+
+    def is_copy(self, location: str, truth: tuple[str, int]) -> bool:
+        """`location` is the truth's line in a copy of the truth's function."""
+        parsed = parse_location(location)
+        name = self._name(truth[0])
+        if parsed is None or name is None:
+            return False
+        return any(
+            line == parsed[1] and same_file(file, parsed[0])
+            for file, line in self._copies.same_line(name, truth[1])
+        )
+
+    def _name(self, file: str) -> str | None:
+        if file not in self._resolved:
+            self._resolved[file] = next((n for n in self._names if same_file(n, file)), None)
+        return self._resolved[file]
 
 
 def _ranked(origin) -> list[str]:
@@ -360,11 +396,18 @@ def _matches(location: str, truth: tuple[str, int]) -> bool:
 
 
 def score_attributions(
-    attributions, truth: dict[int, tuple[str, int]], trace: CorpusTrace, *, ranked: bool, rows: str = "all"
+    attributions,
+    truth: dict[int, tuple[str, int]],
+    trace: CorpusTrace,
+    *,
+    ranked: bool,
+    rows: str = "all",
+    copies: SourceCopies | None = None,
 ) -> Score:
     """Score one join result: each row against the truth of its outermost op.
 
     `rows`: "all", or "casts" (only rows with ``aten::_to_copy``/``aten::copy_`` in their op chain).
+    `copies`: the source's copies of functions, for no-stack mode's "rank 1 or a copy of it".
     """
     table = attributions.trace.events
     lookup = TruthLookup(table, truth)
@@ -386,6 +429,9 @@ def score_attributions(
             locations = _ranked(origin)
             if locations and _matches(locations[0], true):
                 score.rank1_ns += weight
+                score.rank1_copy_ns += weight
+            elif locations and copies is not None and copies.is_copy(locations[0], true):
+                score.rank1_copy_ns += weight
             if any(_matches(loc, true) for loc in locations[:3]):
                 score.top3_ns += weight
         if origin.file is None or origin.line is None:
@@ -436,8 +482,11 @@ def score_trace(
         with tempfile.TemporaryDirectory(dir=scratch) as tmp:
             bare = load_trace(strip_stacks(trace.trace_path, Path(tmp)))
         bare_sites = list(scan(files).sites) if files else []
-        result = attribute(bare, bare_sites, source_roots=source_dirs(document, roots), use_call_from=False)
-        scores["nostack"] = score_attributions(result, truth, trace, ranked=True, rows=rows)
+        dirs = source_dirs(document, roots)
+        result = attribute(bare, bare_sites, source_roots=dirs, use_call_from=False)
+        scores["nostack"] = score_attributions(
+            result, truth, trace, ranked=True, rows=rows, copies=SourceCopies(dirs)
+        )
     if "stack" in scores and "callfrom" in scores:
         stack, callfrom = scores["stack"], scores["callfrom"]
         for row, location in callfrom.answers.items():

@@ -93,6 +93,7 @@ class _Join:
         result.gpu_rows = _int_array(gpu_rows)
         result.op_rows = _int_array(op_rows)
         origin_ids = self._origin_ids(anchors, replays, calls)
+        origin_ids = self.origins.agree_on_copies(origin_ids)
         origin_ids = self.origins.harmonize_rankings(origin_ids)
         if before_trace.any():
             origin_ids[before_trace] = self.origins.before_trace_id()

@@ -15,7 +15,7 @@ from tracer.join.locate import CallLocator
 from tracer.join.ranking import rank_sites
 from tracer.join.sites import SiteIndex, choose_site
 from tracer.join.source_lines import SourceLines
-from tracer.join.stackless import RANKING_CONFIDENCE, StacklessRanker
+from tracer.join.stackless import RANKING_CONFIDENCE, Ranking, StacklessRanker
 from tracer.model.events import NONE, Cat, Trace
 from tracer.model.origin import Frame, Origin
 from tracer.model.ranges import parse_site_range
@@ -397,7 +397,9 @@ class OriginBuilder:
             return replace(base, evidence=("no Python frames (with_stack=False)", reason))
         if not self.source.roots:  # sites without their source (--sites): rank the sites alone
             return self._sites_ranked(base, target)
-        ranking = self.ranker.rank(around[0], around[1], base.ranges, target)
+        return self._from_ranking(base, target, self.ranker.rank(around[0], around[1], base.ranges, target))
+
+    def _from_ranking(self, base: Origin, target: str | None, ranking: Ranking) -> Origin:
         if not ranking.candidates:
             unranked = replace(base, evidence=("no Python frames (with_stack=False)", *ranking.evidence))
             self._rankings[unranked] = (base, target, None)
@@ -424,6 +426,30 @@ class OriginBuilder:
             base, best.file, best.line, site, confidence, ("a ranking, not a match:", *evidence, *ranked)
         )
         return replace(origin, candidates=tuple(c.location for c in candidates))
+
+    def agree_on_copies(self, origin_ids):
+        """Ranked origins whose candidates have copies in other files (`StacklessRanker.agree`):
+        answered in the copy whose file the rest of the trace fits best."""
+        import numpy as np
+
+        if not self._rankings:
+            return origin_ids
+        changed = self.ranker.agree()
+        if not changed:
+            return origin_ids
+        ids, inverse = np.unique(np.asarray(origin_ids), return_inverse=True)
+        remapped = ids.copy()
+        for position, origin_id in enumerate(ids.tolist()):
+            found = self._rankings.get(self.origins[origin_id])
+            if found is None or found[2] is None or id(found[2]) not in changed:
+                continue
+            base, target, ranking = found
+            new = changed[id(ranking)]
+            remapped[position] = self._intern(
+                ("agreed", origin_id),
+                lambda base=base, target=target, new=new: self._from_ranking(base, target, new),
+            )
+        return remapped[inverse.reshape(-1)]
 
     def harmonize_rankings(self, origin_ids):
         """One answer for one op chain: ranked origins of the same op chain, ranges and dtype (one

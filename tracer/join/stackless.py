@@ -16,7 +16,8 @@ risk as the last tie-break. The answer is always a ranking, said so, with a conf
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +35,7 @@ from tracer.join.bindings import (
     ModuleBindings,
     module_bindings,
 )
+from tracer.join.copies import FunctionCopies
 from tracer.join.program import (
     BY_ATTRIBUTE,
     BY_LOCAL,
@@ -104,6 +106,9 @@ SKIPPED_OP = 0.6  # a torch call or tensor operator on the path that ran no op
 DTYPE_AGAINST = 3.0
 DTYPE_FOR = -0.5
 RANGE_FOR = -2.0
+SUPPORT_MARGIN = 0.5  # candidates within this of their window's best say their files may have run
+SUPPORT_AGAINST = 1.0  # times (1 - the share of the trace's windows its file fits, of the best file's)
+SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window again
 
 
 def runs_a_block(point: CallPoint) -> bool:
@@ -373,6 +378,8 @@ class StacklessRanker:
         self._holders: dict[frozenset[str], frozenset[int]] = {}
         self._lengths: list[float] | None = None
         self._definitions: dict[tuple[str, str], list[int]] | None = None  # ("class"/"def", name) -> files
+        self._copies: FunctionCopies | None = None
+        self._support: dict[str, float] = {}  # file -> share of the windows it fits (`agree`)
 
     def rank(
         self,
@@ -431,8 +438,7 @@ class StacklessRanker:
             return Ranking(
                 (), 0.0, (f"no function under the source roots fits the ops around this {hot_op}",)
             )
-        margin = (ranked[1].score - ranked[0].score) if len(ranked) > 1 else 2.0
-        confidence = RANKING_CONFIDENCE if margin >= 2.0 else 0.35 if margin >= 1.0 else 0.25
+        confidence = self._confidence(ranked)
         evidence = (
             (
                 f"{len(scored)} line(s) can have run {hot_op}; ranked by how the {len(window)} ops around it "
@@ -458,10 +464,14 @@ class StacklessRanker:
         if words & {function, function.rsplit(".", 1)[-1], *function.split(".")}:
             score += RANGE_FOR
             reasons_for.append("a range around the op names its function")
-        in_file = self.sites.in_file(file)
-        site = next((s for s in in_file if s.line == point.line and s.col == point.col), None) or next(
-            (s for s in in_file if s.line == point.line), None
-        )
+        if self._support:
+            share = self._support.get(file, 0.0)
+            score += self._support_cost(file, self._support)
+            if share < 0.5:
+                reasons_against.append(
+                    f"the rest of the trace fits its file little ({share:.0%} of the best file)"
+                )
+        site = self._site_at(file, point.line, point.col)
         if site is not None:
             score -= site.risk / 1000.0  # the scanner's estimate of hotness: a tie-break
         return Candidate(
@@ -474,6 +484,94 @@ class StacklessRanker:
             tuple(reasons_for),
             tuple(reasons_against),
         )
+
+    # -- copies: which file ran, from the whole trace ---------------------------------------------------
+    def agree(self) -> dict[int, Ranking]:
+        """Rank again, knowing which files the whole trace fits; answer copies in the file that ran.
+
+        Each window's candidates within `SUPPORT_MARGIN` of its best, and their copies in other
+        files (`FunctionCopies`: a window that fits a function fits each copy of it as well), count
+        once for their files. Then every window is ranked again with the files most windows fit
+        aligned as well (`SUPPORTED_FILES`), a candidate in a file that fits fewer windows than the
+        best file losing up to `SUPPORT_AGAINST`; and each candidate stands for all its copies, each
+        judged by how many windows of this second ranking fit its file. Returns the rankings that
+        change, by the `id` of the one they replace."""
+        first = {key: ranking for key, ranking in self._rankings.items() if ranking.candidates}
+        if len(first) < 2:
+            return {}
+        same = _SameLines(self._function_copies())
+        self._support = _shares(_windows_fitting(first.values(), same))
+        self._rankings.clear()
+        again = {key: self.rank(*key) for key in first}
+        second = {key: ranking for key, ranking in again.items() if ranking.candidates}
+        counts = _windows_fitting(second.values(), same)
+        shares = _shares(counts)
+        changed = {}
+        for key, ranking in again.items():
+            new = ranking
+            if ranking.candidates:
+                answers = self._with_copies(ranking.candidates, same, shares, counts, len(second))
+                new = replace(ranking, candidates=answers, confidence=self._confidence(answers))
+            if new != first[key]:
+                changed[id(first[key])] = new
+        self._support = shares
+        return changed
+
+    def _with_copies(
+        self,
+        candidates: Sequence[Candidate],
+        same: _SameLines,
+        shares: dict[str, float],
+        counts: Counter,
+        windows: int,
+    ) -> tuple[Candidate, ...]:
+        """Each candidate and its copies, each scored by its own file's share of the windows."""
+        out: dict[tuple[str, int], Candidate] = {}
+        for candidate in candidates:
+            fit = candidate.score - self._support_cost(candidate.file, self._support)
+            places = same.of(candidate.file, candidate.line)
+            for file, line in places:
+                score = round(fit + self._support_cost(file, shares), 4)
+                if (file, line) in out and out[(file, line)].score <= score:
+                    continue
+                moved = (file, line) != (candidate.file, candidate.line)
+                site = self._site_at(file, line) if moved else None
+                reasons = candidate.reasons_for
+                if len(places) > 1:
+                    said = f"the same function is in {len(places)} files; the ops of {counts[file]:g} of "
+                    reasons = (*reasons, said + f"the trace's {windows} windows fit this file")
+                out[(file, line)] = replace(
+                    candidate,
+                    file=file,
+                    line=line,
+                    score=score,
+                    site_id=(site.id if site is not None else None) if moved else candidate.site_id,
+                    rule=((site.rule or None) if site is not None else None) if moved else candidate.rule,
+                    reasons_for=reasons,
+                )
+        return tuple(
+            sorted(out.values(), key=lambda c: (c.score, -counts[c.file], c.file, c.line))[:MAX_CANDIDATES]
+        )
+
+    @staticmethod
+    def _support_cost(file: str, shares: dict[str, float]) -> float:
+        return SUPPORT_AGAINST * (1.0 - shares.get(file, 0.0)) if shares else 0.0
+
+    @staticmethod
+    def _confidence(candidates: Sequence[Candidate]) -> float:
+        margin = (candidates[1].score - candidates[0].score) if len(candidates) > 1 else 2.0
+        return RANKING_CONFIDENCE if margin >= 2.0 else 0.35 if margin >= 1.0 else 0.25
+
+    def _site_at(self, file: str, line: int, col: int | None = None):
+        in_file = self.sites.in_file(file)
+        return next((s for s in in_file if s.line == line and s.col == col), None) or next(
+            (s for s in in_file if s.line == line), None
+        )
+
+    def _function_copies(self) -> FunctionCopies:
+        if self._copies is None:
+            self._copies = FunctionCopies((f.name, _text_of(f)) for f in self._all_files())
+        return self._copies
 
     # -- helpers spliced into their callers -----------------------------------------------------------
     def _bag(self, function: _Function, depth: int = INLINE_DEPTH, stack: tuple = ()) -> frozenset[str]:
@@ -751,9 +849,22 @@ class StacklessRanker:
                 scores[index] = scores.get(index, 0.0) + weight * lengths[index]
         ranked = sorted(scores.items(), key=lambda item: (-item[1], files[item[0]].name))
         picked = [files[index] for index, score in ranked[:MAX_FILES] if score > 0]
+        if self._support:  # the files that the most windows fit, where they spell the hot op
+            names = {f.name for f in picked}
+            supported = sorted(self._support.items(), key=lambda item: (-item[1], item[0]))
+            by_name = self._files_by_name()
+            for name, _ in supported:
+                if len(picked) >= MAX_FILES + SUPPORTED_FILES:
+                    break
+                source_file = by_name.get(name)
+                if source_file is not None and name not in names and source_file.spelled & hot_group:
+                    picked.append(source_file)
         for source_file in picked:
             self._parse_file(source_file)
         return [f for f in picked if f.programs is not None]
+
+    def _files_by_name(self) -> dict[str, _SourceFile]:
+        return {f.name: f for f in self._all_files()}
 
     def _parse_file(self, source_file: _SourceFile) -> None:
         if source_file.programs is None and source_file.bindings is None:
@@ -916,6 +1027,47 @@ def _spellings(op: str) -> tuple[str, ...]:
         return tuple(CAST_METHODS)
     name = op.removeprefix("aten::").strip("_")
     return (name, *_MODULES_RUNNING.get(name, ()))
+
+
+def _text_of(source_file: _SourceFile) -> Callable[[], str]:
+    return lambda: source_file.text
+
+
+class _SameLines:
+    """A line's places in every copy of its function (itself first when it has none), remembered."""
+
+    def __init__(self, copies: FunctionCopies) -> None:
+        self._copies = copies
+        self._known: dict[tuple[str, int], list[tuple[str, int]]] = {}
+
+    def of(self, file: str, line: int) -> list[tuple[str, int]]:
+        found = self._known.get((file, line))
+        if found is None:
+            found = self._known[(file, line)] = self._copies.same_line(file, line) or [(file, line)]
+        return found
+
+
+def _windows_fitting(rankings: Iterable[Ranking], same: _SameLines) -> Counter:
+    """Per file, how many windows (rankings) fit it: one of their candidates within `SUPPORT_MARGIN`
+    of the best, or a copy of one, is in the file. (Weighting a window by how few files fit it, as
+    idf would, did worse on the corpus: a window that one wrong function fits best outweighs the rest.)"""
+    support: Counter = Counter()
+    for ranking in rankings:
+        best = ranking.candidates[0].score
+        support.update(
+            {
+                file
+                for c in ranking.candidates
+                if c.score <= best + SUPPORT_MARGIN
+                for file, _ in same.of(c.file, c.line)
+            }
+        )
+    return support
+
+
+def _shares(support: Counter) -> dict[str, float]:
+    top = max(support.values(), default=0)
+    return {file: count / top for file, count in support.items()} if top else {}
 
 
 def _range_words(ranges: Sequence[str]) -> set[str]:

@@ -1,0 +1,71 @@
+"""Copies of one function across files (`tracer/join/copies.py`), on transformers' real source: each
+model file keeps its own copy of the RMSNorm, rotary and MLP code of the model it was made from."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tracer.join.copies import FunctionCopies, function_texts
+
+MODELS = "transformers/models"
+
+
+@pytest.fixture(scope="module")
+def copies(transformers_src: Path) -> FunctionCopies:
+    files = sorted((transformers_src / MODELS).glob("*/modeling_*.py"))
+    return FunctionCopies(
+        (str(path.relative_to(transformers_src)), lambda path=path: path.read_text()) for path in files
+    )
+
+
+def _line_of(path: Path, text: str, after: int = 0) -> int:
+    lines = path.read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if i > after and line.strip() == text)
+
+
+def test_a_line_of_llamas_rmsnorm_is_found_in_each_copy(
+    transformers_src: Path, copies: FunctionCopies
+) -> None:
+    llama = transformers_src / MODELS / "llama/modeling_llama.py"
+    line = _line_of(llama, "hidden_states = hidden_states.to(torch.float32)")
+    found = dict(copies.same_line(f"{MODELS}/llama/modeling_llama.py", line))
+    assert found[f"{MODELS}/llama/modeling_llama.py"] == line
+    for model in ("qwen3", "mistral"):  # LlamaRMSNorm copied as Qwen3RMSNorm / MistralRMSNorm
+        path = transformers_src / MODELS / model / f"modeling_{model}.py"
+        assert found[f"{MODELS}/{model}/modeling_{model}.py"] == _line_of(
+            path, "hidden_states = hidden_states.to(torch.float32)"
+        )
+    # Gemma's RMSNorm scales by (1 + weight) in float: another function, not a copy
+    assert f"{MODELS}/gemma/modeling_gemma.py" not in found
+    assert len(found) > 20
+
+
+def test_copies_ignore_comments_docstrings_and_the_model_prefix() -> None:
+    a = textwrap.dedent(
+        '''
+        def forward(self, x):
+            """Llama's."""
+            # a comment
+            y = LlamaMLP(x)
+
+            return y.to(torch.float32)  # cast back
+        '''
+    )
+    b = textwrap.dedent(
+        """
+        def forward(self, x):
+            y = MistralMLP(x)
+            return y.to(torch.float32)
+        """
+    )
+    (fa,), (fb,) = function_texts(a), function_texts(b)
+    assert fa.digest == fb.digest
+    assert (fa.lines, fb.lines) == ((5, 7), (3, 4))  # the same statements, at their own lines
+    copies = FunctionCopies(
+        [("a.py", lambda: a), ("b.py", lambda: b), ("c.py", lambda: b.replace("32", "16"))]
+    )
+    assert sorted(copies.same_line("a.py", 7)) == [("a.py", 7), ("b.py", 4)]
+    assert copies.same_line("a.py", 1) == []  # no function holds it

@@ -1,0 +1,127 @@
+"""Copies of one function in many files: found by their text, line for line.
+
+Big packages keep a copy of a function per file that needs it (transformers writes each model's
+``RMSNorm``, rotary embedding and MLP into the model's own file; SGLang keeps ``srt`` and
+``multimodal_gen`` copies): such copies run the same ops in the same order, so the ops around a hot op
+cannot say which file ran it. `FunctionCopies` finds, for a line of one function, the same line in each
+copy, so that other evidence (which files the rest of the trace fits) can choose among them.
+
+Two functions are copies when their lines are the same once comments, blank lines and docstrings are
+dropped and the leading word of CamelCase names is (``LlamaRMSNorm`` and ``MistralRMSNorm`` are both
+``RMSNorm``). Found from the text alone (no parse), each file once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+_MODEL_PREFIX = re.compile(r"\b[A-Z][a-z0-9]+(?=[A-Z])")  # ``Llama`` in ``LlamaRMSNorm``
+_CLOSERS = (")", "]", "}")
+_QUOTES = ('"""', "'''")
+
+
+@dataclass(frozen=True)
+class FunctionText:
+    """One function of a file: its def line, its name, a digest of its normalised lines, and the line
+    numbers of those lines (the same index in a copy is the same statement)."""
+
+    line: int
+    name: str
+    digest: bytes
+    lines: tuple[int, ...]
+
+
+def function_texts(text: str) -> list[FunctionText]:
+    """Every function (methods and nested ones too) of a file's text."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    found = []
+    for match in _DEF.finditer(text):
+        indent = len(match.group(1).expandtabs())
+        at = bisect.bisect_right(starts, match.start()) - 1  # the def's 0-based line
+        kept: list[int] = []
+        normal: list[str] = []
+        quote = None
+        j = at + 1
+        while j < len(lines):
+            raw = lines[j]
+            stripped = raw.strip()
+            if (
+                stripped
+                and quote is None
+                and len(raw.expandtabs()) - len(raw.expandtabs().lstrip()) <= indent
+                and not stripped.startswith(_CLOSERS)
+            ):
+                break  # the first statement at or left of the def's indent: the function ended
+            j += 1
+            if quote is not None:  # inside a docstring
+                if quote in stripped:
+                    quote = None
+                continue
+            if not stripped or stripped.startswith("#"):
+                continue
+            if stripped.startswith(_QUOTES):
+                if stripped.count(stripped[:3]) == 1:
+                    quote = stripped[:3]
+                continue
+            kept.append(j)  # 1-based: lines[j - 1]
+            normal.append(_MODEL_PREFIX.sub("", stripped.split("  #", 1)[0]))
+        digest = hashlib.blake2b("\n".join(normal).encode(), digest_size=8).digest()
+        found.append(FunctionText(at + 1, match.group(2), digest, tuple(kept)))
+    return found
+
+
+class FunctionCopies:
+    """The copies of a function across a set of files, and where a line of it is in each copy."""
+
+    def __init__(self, files: Iterable[tuple[str, Callable[[], str]]]) -> None:
+        """`files`: (name, a callable that returns its text), read when first needed."""
+        self._readers = dict(files)
+        self._functions: dict[str, list[FunctionText]] = {}
+        self._by_digest: dict[bytes, list[tuple[str, FunctionText]]] | None = None
+
+    def functions(self, file: str) -> list[FunctionText]:
+        found = self._functions.get(file)
+        if found is None:
+            reader = self._readers.get(file)
+            found = self._functions[file] = function_texts(reader()) if reader is not None else []
+        return found
+
+    def same_line(self, file: str, line: int) -> list[tuple[str, int]]:
+        """(file, line) of `line` in every copy of the innermost function holding it (itself
+        included; empty when no function holds it)."""
+        holder = None
+        for function in self.functions(file):
+            if (
+                function.line <= line
+                and line in function.lines
+                and (holder is None or function.line > holder.line)
+            ):
+                holder = function
+        if holder is None:
+            return []
+        index = holder.lines.index(line)
+        return [
+            (other_file, copy.lines[index])
+            for other_file, copy in self._index().get(holder.digest, ())
+            if copy.name == holder.name and len(copy.lines) == len(holder.lines)
+        ]
+
+    def _index(self) -> dict[bytes, list[tuple[str, FunctionText]]]:
+        if self._by_digest is None:
+            self._by_digest = {}
+            for file in self._readers:
+                for function in self.functions(file):
+                    if function.lines:
+                        self._by_digest.setdefault(function.digest, []).append((file, function))
+        return self._by_digest
+
+
+__all__ = ["FunctionCopies", "FunctionText", "function_texts"]
