@@ -14,7 +14,12 @@ from bench.corpus.scoring import CORPUS, find_corpus, score_trace
 @pytest.fixture(scope="module")
 def llama_generate():
     trace = next(
-        (t for t in find_corpus(CORPUS, ["transformers"]) if t.name == "transformers/torch2.13/llama_generate"), None
+        (
+            t
+            for t in find_corpus(CORPUS, ["transformers"])
+            if t.name == "transformers/torch2.13/llama_generate"
+        ),
+        None,
     )
     if trace is None:
         pytest.skip("the corpus's llama_generate trace is missing")
