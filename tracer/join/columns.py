@@ -121,10 +121,11 @@ def values_at(values: list[Any], rows) -> list[Any]:
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
-    """The distinct values, ascending (a sort: faster than `np.unique`'s hashing on int64 here)."""
+    """The distinct values, ascending (a sort: faster than `np.unique`'s hashing on int64 here; a
+    stable one, timsort, takes the runs of rows already in order as they are)."""
     import numpy as np
 
-    ordered = np.sort(values)
+    ordered = np.sort(values, kind="stable")
     if len(ordered) < 2:
         return ordered
     return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
