@@ -21,7 +21,7 @@ from tracer.explain.optree import OpTree
 from tracer.explain.steps import Steps, StepWork, find_steps, layers_from_steps, work_of_trace
 from tracer.explain.structure import ModelShape, find_model_shape, tokens_per_step
 from tracer.formatting import format_duration, format_share
-from tracer.join.columns import column
+from tracer.join.columns import column, values_at
 from tracer.model.events import Cat
 from tracer.model.finding import Analysis, Finding
 from tracer.model.origin import Attributions
@@ -151,7 +151,7 @@ def _step_work(events, activities: Activities) -> StepWork:
         starts[order],
         starts[order] + column(events.dur_ns)[rows],
         activities.ns[order],
-        [names[r] for r in rows.tolist()],
+        values_at(names, rows),
     )
 
 

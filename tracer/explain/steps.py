@@ -62,10 +62,9 @@ class StepWork:
     def of(cls, when_ns, start_ns, end_ns, ns, names: list[str]) -> StepWork:
         import numpy as np
 
-        distinct: dict[str, int] = {}
-        codes = np.fromiter(
-            (distinct.setdefault(n, len(distinct)) for n in names), dtype=np.int64, count=len(names)
-        )
+        # Codes by first appearance; dict.fromkeys and map keep the per-name work in C.
+        distinct = {name: code for code, name in enumerate(dict.fromkeys(names))}
+        codes = np.fromiter(map(distinct.__getitem__, names), dtype=np.int64, count=len(names))
         when, start, end, spent = (np.asarray(a, dtype=np.int64) for a in (when_ns, start_ns, end_ns, ns))
         return cls(when, start, end, spent, codes, list(distinct))
 
