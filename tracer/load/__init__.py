@@ -143,7 +143,7 @@ def _finish(path: Path, top: dict[str, Any], builder: EventTableBuilder, notes: 
             f"left out {too_deep} events nested deeper than any profile nests them "
             "(over 256 ranges or ops, or 1,100 Python frames, in one thread)"
         )
-    cats = set(table.cat)
+    cats = _categories(table)
     has_python = Cat.PYTHON_FUNCTION in cats
     meta = trace_meta(path, top, has_python=has_python, has_call_from=builder.call_from)
     if not any(Cat(c).is_gpu for c in cats):
@@ -162,6 +162,14 @@ def _finish(path: Path, top: dict[str, Any], builder: EventTableBuilder, notes: 
     trace = Trace(meta=meta, events=table, notes=notes)
     trace.fwdbwd.update(_bind_fwdbwd(table, builder.fwdbwd_points))
     return trace
+
+
+def _categories(table: EventTable) -> set[int]:
+    """The categories present: a count per byte value in numpy (a set of 1.7M ints took 80 ms)."""
+    import numpy as np
+
+    counts = np.bincount(np.frombuffer(table.cat, dtype=np.uint8), minlength=256)
+    return set(np.flatnonzero(counts).astype(np.uint8).view(np.int8).tolist())
 
 
 def _without_unlaunched(table: EventTable) -> tuple[EventTable, int]:
