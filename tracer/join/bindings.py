@@ -7,6 +7,7 @@ without Python frames: ``self.mlp = LlamaMLP(...)`` (``self.mlp(x)`` runs ``Llam
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from tracer.join.program import last_name
@@ -17,6 +18,7 @@ PARTIAL = "partial"  # functools.partial(target, ...): calling it calls `target`
 LAMBDA = "lambda"  # a lambda defined on `line`
 ALIAS = "alias"  # another name for `target` (a function or a class)
 TORCH_OP = "torch_op"  # a torch function or a torch.nn module: calling it runs `aten::<target>`
+ACTIVATION = "activation"  # a TORCH_OP target: one of torch's activation ops, picked by a config value
 
 # torch.nn modules: the top-level op calling one runs (a module the source does not define).
 TORCH_MODULE_OPS = {
@@ -39,6 +41,10 @@ TORCH_MODULE_OPS = {
 _SAME_MODULE_METHODS = frozenset(
     {"to", "cuda", "cpu", "half", "float", "bfloat16", "eval", "train", "requires_grad_"}
 )
+# An activation chosen by name from a table or a getter (transformers' ``ACT2FN[...]``,
+# ``get_activation(...)``; timm's ``get_act_layer``): calling it runs one activation op.
+_ACTIVATION_TABLE = re.compile(r"(?i)^act(2|_|ivations?$|s?$)")
+_ACTIVATION_GETTER = re.compile(r"(?i)^get_act(ivation)?(_fn|_layer|_cls)?$")
 _CONTAINERS = frozenset({"ModuleList", "list", "tuple"})
 
 
@@ -204,6 +210,8 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
         return (Binding(LAMBDA, "<lambda>", value.lineno),)
     if isinstance(value, ast.Name):
         return (Binding(ALIAS, value.id),)
+    if isinstance(value, ast.Subscript) and _ACTIVATION_TABLE.search(last_name(value.value) or ""):
+        return (Binding(TORCH_OP, ACTIVATION),)  # ``ACT2FN[config.hidden_act]``
     if isinstance(value, ast.Attribute):
         if value.attr in TORCH_API and _root_name(value) in ("torch", "F", "functional", "nn", "Tensor"):
             return (Binding(TORCH_OP, value.attr),)
@@ -237,6 +245,8 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
         return bindings_of(func.value)
     if name is None:
         return ()
+    if _ACTIVATION_GETTER.search(name):
+        return (Binding(TORCH_OP, ACTIVATION),)  # ``get_activation(config.hidden_act)``
     if name in TORCH_MODULE_OPS and _root_name(func) in ("nn", "torch", name):
         return (Binding(CALLED, name), Binding(TORCH_OP, TORCH_MODULE_OPS[name]))
     return (Binding(CALLED, name),)
@@ -261,6 +271,7 @@ def _dtype_text(node: ast.AST) -> str | None:
 
 
 __all__ = [
+    "ACTIVATION",
     "ALIAS",
     "CALLED",
     "LAMBDA",

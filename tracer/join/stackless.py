@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from tracer.join.align import Alignment
 from tracer.join.bindings import (
+    ACTIVATION,
     ALIAS,
     CALLED,
     LAMBDA,
@@ -78,6 +79,14 @@ MIN_FIT = 2.5  # a candidate's function must explain more of the window than the
 CAST_METHODS = frozenset(
     {"to", "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "type"}
 )
+# What calling an activation picked by a config value (`bindings.ACTIVATION`) may run: one of these.
+ACTIVATION_OPS = tuple(
+    f"aten::{name}"
+    for name in (
+        "silu", "gelu", "relu", "tanh", "sigmoid", "mish", "softplus", "elu", "selu", "celu",
+        "leaky_relu", "hardswish", "hardsigmoid", "hardtanh", "relu6", "prelu", "glu",
+    )
+)  # fmt: skip
 CALL_OPS: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(CAST_METHODS, ("aten::to",)),
     "cuda": ("aten::to",),
@@ -88,6 +97,7 @@ CALL_OPS: dict[str, tuple[str, ...]] = {
     "softmax": ("aten::softmax", "aten::_softmax"),
     "log_softmax": ("aten::log_softmax", "aten::_log_softmax"),
     "greater": ("aten::gt", "aten::greater"),
+    ACTIVATION: ACTIVATION_OPS,
     "less": ("aten::lt", "aten::less"),
 }
 OPERATOR_OPS: dict[str, tuple[str, ...]] = {
@@ -583,7 +593,7 @@ class StacklessRanker:
             for name, receiver in function.calls:
                 for callee in self._callees(name, receiver, function, (*stack, id(function))):
                     if isinstance(callee, Binding):
-                        bag.add(f"aten::{callee.target}")
+                        bag.update(CALL_OPS.get(callee.target, (f"aten::{callee.target}",)))
                     else:
                         bag |= self._bag(callee, depth - 1, (*stack, id(function)))
         found = frozenset(bag)
