@@ -31,7 +31,10 @@ def test_a_line_of_llamas_rmsnorm_is_found_in_each_copy(
 ) -> None:
     llama = transformers_src / MODELS / "llama/modeling_llama.py"
     line = _line_of(llama, "hidden_states = hidden_states.to(torch.float32)")
-    found = dict(copies.same_line(f"{MODELS}/llama/modeling_llama.py", line))
+    places = copies.same_line(f"{MODELS}/llama/modeling_llama.py", line)
+    found = {file: at for file, at, _ in places}
+    names = {file: name for file, _, name in places}
+    assert names[f"{MODELS}/qwen3/modeling_qwen3.py"] == "Qwen3RMSNorm.forward"
     assert found[f"{MODELS}/llama/modeling_llama.py"] == line
     for model in ("qwen3", "mistral"):  # LlamaRMSNorm copied as Qwen3RMSNorm / MistralRMSNorm
         path = transformers_src / MODELS / model / f"modeling_{model}.py"
@@ -67,5 +70,5 @@ def test_copies_ignore_comments_docstrings_and_the_model_prefix() -> None:
     copies = FunctionCopies(
         [("a.py", lambda: a), ("b.py", lambda: b), ("c.py", lambda: b.replace("32", "16"))]
     )
-    assert sorted(copies.same_line("a.py", 7)) == [("a.py", 7), ("b.py", 4)]
+    assert sorted(copies.same_line("a.py", 7)) == [("a.py", 7, "forward"), ("b.py", 4, "forward")]
     assert copies.same_line("a.py", 1) == []  # no function holds it

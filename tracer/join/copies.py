@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+_HEADER = re.compile(r"^([ \t]*)(class|(?:async[ \t]+)?def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _MODEL_PREFIX = re.compile(r"\b[A-Z][a-z0-9]+(?=[A-Z])")  # ``Llama`` in ``LlamaRMSNorm``
 _CLOSERS = (")", "]", "}")
 _QUOTES = ('"""', "'''")
@@ -32,6 +32,7 @@ class FunctionText:
 
     line: int
     name: str
+    qualname: str  # ``LlamaRMSNorm.forward``
     digest: bytes
     lines: tuple[int, ...]
 
@@ -43,8 +44,15 @@ def function_texts(text: str) -> list[FunctionText]:
     for line in lines:
         starts.append(starts[-1] + len(line) + 1)
     found = []
-    for match in _DEF.finditer(text):
+    scopes: list[tuple[int, str]] = []  # (indent, name) of the classes and defs around a header
+    for match in _HEADER.finditer(text):
         indent = len(match.group(1).expandtabs())
+        while scopes and scopes[-1][0] >= indent:
+            scopes.pop()
+        qualname = ".".join([*(name for _, name in scopes), match.group(3)])
+        scopes.append((indent, match.group(3)))
+        if match.group(2) == "class":
+            continue
         at = bisect.bisect_right(starts, match.start()) - 1  # the def's 0-based line
         kept: list[int] = []
         normal: list[str] = []
@@ -74,7 +82,7 @@ def function_texts(text: str) -> list[FunctionText]:
             kept.append(j)  # 1-based: lines[j - 1]
             normal.append(_MODEL_PREFIX.sub("", stripped.split("  #", 1)[0]))
         digest = hashlib.blake2b("\n".join(normal).encode(), digest_size=8).digest()
-        found.append(FunctionText(at + 1, match.group(2), digest, tuple(kept)))
+        found.append(FunctionText(at + 1, match.group(3), qualname, digest, tuple(kept)))
     return found
 
 
@@ -94,9 +102,9 @@ class FunctionCopies:
             found = self._functions[file] = function_texts(reader()) if reader is not None else []
         return found
 
-    def same_line(self, file: str, line: int) -> list[tuple[str, int]]:
-        """(file, line) of `line` in every copy of the innermost function holding it (itself
-        included; empty when no function holds it)."""
+    def same_line(self, file: str, line: int) -> list[tuple[str, int, str]]:
+        """(file, line, the copy's qualified name) of `line` in every copy of the innermost function
+        holding it (itself included; empty when no function holds it)."""
         holder = None
         for function in self.functions(file):
             if (
@@ -109,7 +117,7 @@ class FunctionCopies:
             return []
         index = holder.lines.index(line)
         return [
-            (other_file, copy.lines[index])
+            (other_file, copy.lines[index], copy.qualname)
             for other_file, copy in self._index().get(holder.digest, ())
             if copy.name == holder.name and len(copy.lines) == len(holder.lines)
         ]

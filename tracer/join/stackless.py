@@ -540,13 +540,15 @@ class StacklessRanker:
         for candidate in candidates:
             fit = candidate.score - self._support_cost(candidate.file, self._support)
             places = same.of(candidate.file, candidate.line)
-            for file, line in places:
+            for file, line, function in places:
                 score = round(fit + self._support_cost(file, shares), 4)
                 if (file, line) in out and out[(file, line)].score <= score:
                     continue
                 moved = (file, line) != (candidate.file, candidate.line)
                 site = self._site_at(file, line) if moved else None
                 reasons = candidate.reasons_for
+                if moved and function and function != candidate.function:  # the copy's own name
+                    reasons = tuple(r.replace(f"`{candidate.function}`", f"`{function}`") for r in reasons)
                 if len(places) > 1:
                     said = f"the same function is in {len(places)} files; the ops of {counts[file]:g} of "
                     reasons = (*reasons, said + f"the trace's {windows} windows fit this file")
@@ -555,6 +557,7 @@ class StacklessRanker:
                     file=file,
                     line=line,
                     score=score,
+                    function=(function or candidate.function) if moved else candidate.function,
                     site_id=(site.id if site is not None else None) if moved else candidate.site_id,
                     rule=((site.rule or None) if site is not None else None) if moved else candidate.rule,
                     reasons_for=reasons,
@@ -1044,16 +1047,17 @@ def _text_of(source_file: _SourceFile) -> Callable[[], str]:
 
 
 class _SameLines:
-    """A line's places in every copy of its function (itself first when it has none), remembered."""
+    """A line's places in every copy of its function (or the line alone when no function holds it), remembered."""
 
     def __init__(self, copies: FunctionCopies) -> None:
         self._copies = copies
-        self._known: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        self._known: dict[tuple[str, int], list[tuple[str, int, str]]] = {}
 
-    def of(self, file: str, line: int) -> list[tuple[str, int]]:
+    def of(self, file: str, line: int) -> list[tuple[str, int, str]]:
+        """(file, line, qualified name of the copy; "" for the line itself when no function holds it)."""
         found = self._known.get((file, line))
         if found is None:
-            found = self._known[(file, line)] = self._copies.same_line(file, line) or [(file, line)]
+            found = self._known[(file, line)] = self._copies.same_line(file, line) or [(file, line, "")]
         return found
 
 
@@ -1069,7 +1073,7 @@ def _windows_fitting(rankings: Iterable[Ranking], same: _SameLines) -> Counter:
                 file
                 for c in ranking.candidates
                 if c.score <= best + SUPPORT_MARGIN
-                for file, _ in same.of(c.file, c.line)
+                for file, *_ in same.of(c.file, c.line)
             }
         )
     return support
