@@ -374,7 +374,7 @@ class SourceCopies:
             return False
         return any(
             line == parsed[1] and same_file(file, parsed[0])
-            for file, line in self._copies.same_line(name, truth[1])
+            for file, line, _ in self._copies.same_line(name, truth[1])
         )
 
     def _name(self, file: str) -> str | None:

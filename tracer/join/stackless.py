@@ -646,6 +646,10 @@ class StacklessRanker:
                         files.append(function.file.name)
                         functions.append(qualified)
                         consume.append((u, v, len(points) - 1))
+                        if callee.target == ACTIVATION:
+                            # which activation's forward runs it depends on the config: the ops
+                            # around fit the caller, the op's own line is the activation's
+                            inlined.add(len(points) - 1)
                         continue
                     inner = self._expand(callee, depth - 1, (*stack, id(function)))
                     if inner is None or len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
