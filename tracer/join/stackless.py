@@ -10,7 +10,9 @@ the window may start and end anywhere in the function), the hot op forced onto e
 point; the best-fitting points win. Further evidence moves a candidate up or down: the ranges
 around the op naming its function (``kt:fn:``, ``attention``), a cast's literal dtype against the
 op's, a one-time setup line (``__init__``, module level) for an op that repeats, and the static
-risk as the last tie-break. The answer is always a ranking, said so, with a confidence below 0.5.
+risk as the last tie-break. Copies of one function in many files fit a window alike: the whole
+trace then decides among them (`StacklessRanker.agree`: the files that the most windows fit). The
+answer is always a ranking, said so, with a confidence below 0.5.
 """
 
 from __future__ import annotations
@@ -390,6 +392,7 @@ class StacklessRanker:
         self._definitions: dict[tuple[str, str], list[int]] | None = None  # ("class"/"def", name) -> files
         self._copies: FunctionCopies | None = None
         self._support: dict[str, float] = {}  # file -> share of the windows it fits (`agree`)
+        self._supported: list[_SourceFile] = []  # the files by that share, most first
 
     def rank(
         self,
@@ -511,6 +514,12 @@ class StacklessRanker:
             return {}
         same = _SameLines(self._function_copies())
         self._support = _shares(_windows_fitting(first.values(), same))
+        by_name = {f.name: f for f in self._all_files()}
+        self._supported = [
+            by_name[name]
+            for name, _ in sorted(self._support.items(), key=lambda item: (-item[1], item[0]))
+            if name in by_name
+        ]
         self._rankings.clear()
         again = {key: self.rank(*key) for key in first}
         second = {key: ranking for key, ranking in again.items() if ranking.candidates}
@@ -866,22 +875,14 @@ class StacklessRanker:
                 scores[index] = scores.get(index, 0.0) + weight * lengths[index]
         ranked = sorted(scores.items(), key=lambda item: (-item[1], files[item[0]].name))
         picked = [files[index] for index, score in ranked[:MAX_FILES] if score > 0]
-        if self._support:  # the files that the most windows fit, where they spell the hot op
-            names = {f.name for f in picked}
-            supported = sorted(self._support.items(), key=lambda item: (-item[1], item[0]))
-            by_name = self._files_by_name()
-            for name, _ in supported:
-                if len(picked) >= MAX_FILES + SUPPORTED_FILES:
-                    break
-                source_file = by_name.get(name)
-                if source_file is not None and name not in names and source_file.spelled & hot_group:
-                    picked.append(source_file)
+        for source_file in self._supported:  # the files the most windows fit, where they spell the hot op
+            if len(picked) >= MAX_FILES + SUPPORTED_FILES:
+                break
+            if source_file not in picked and source_file.spelled & hot_group:
+                picked.append(source_file)
         for source_file in picked:
             self._parse_file(source_file)
         return [f for f in picked if f.programs is not None]
-
-    def _files_by_name(self) -> dict[str, _SourceFile]:
-        return {f.name: f for f in self._all_files()}
 
     def _parse_file(self, source_file: _SourceFile) -> None:
         if source_file.programs is None and source_file.bindings is None:
