@@ -58,7 +58,10 @@ def test_report_writes_each_rank_and_a_combined_page(rank_dir: Path, tmp_path: P
     page = combined.read_text()
     assert 'href="tp-rank0.report.html"' in page and 'href="tp-rank1.report.html"' in page
     assert "rank 1 is slower in " + CAST in page
-    assert data["consistency"][0].startswith(f"same hot origin on all 2 ranks: {CAST}")
+    # rank 0's allreduce waits for rank 1 (its pool is 2x): under load that wait can outgrow the cast,
+    # and the ranks are compared by their own work
+    hot = data["consistency"][0]
+    assert hot.startswith("same hot origin on all 2 ranks") and f": {CAST} (" in hot, hot
 
 
 def test_diff_compares_each_rank_with_the_same_rank(

@@ -3,8 +3,9 @@
 
 A change that means to alter this output re-records it (`python -m tracer explain
 tests/fixtures/steps/NAME --json > tests/fixtures/steps/ranks_json/NAME.json` from the repository root)
-and says why in its commit: last, when origins gained `fused` and `compiled` (issue 16; nothing else
-changed)."""
+and says why in its commit: when origins gained `fused` and `compiled` (issue 16; nothing else
+changed); last, when the ranks' hot origin became their own work's, communication aside
+(`ranks_uneven_steps`: rank 0's allreduce, waiting for rank 1, no longer reads as its hot origin)."""
 
 from __future__ import annotations
 

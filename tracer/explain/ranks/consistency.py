@@ -113,18 +113,27 @@ def finding_label(finding: Finding | CombinedFinding) -> str:
 
 
 def _hot_origin(results: Sequence[RankResult], names: dict[int, str]) -> str:
-    tops = {r.rank: r.analysis.findings[0] for r in results if r.analysis.findings}
+    """The ranks' hottest origins of their own work: a collective's time on a fast rank is mostly
+    waiting for a slow one (communication is compared on its own, and the slower rank by own work)."""
+    tops = {}
+    for r in results:
+        own = [f for f in r.analysis.findings if f.category != "communication"] or r.analysis.findings
+        if own:
+            tops[r.rank] = own[0]
     if not tops:
         return "no findings on any rank"
+    aside = any(tops[r.rank] is not r.analysis.findings[0] for r in results if r.rank in tops)
+    note = " (communication aside)" if aside else ""
     keys = {(f.kernel, f.origin.key) for f in tops.values()}
     if len(keys) == 1 and len(tops) == len(results):
         top = next(iter(tops.values()))
         shares = ", ".join(f"{tops[r].share:.0%}" for r in sorted(tops))
         return (
-            f"same hot origin on all {len(results)} ranks: {finding_label(top)}, {shares} of each rank's time"
+            f"same hot origin on all {len(results)} ranks{note}: {finding_label(top)}, "
+            f"{shares} of each rank's time"
         )
     parts = "; ".join(f"{names[r]}: {finding_label(f)} {f.share:.0%}" for r, f in sorted(tops.items()))
-    return f"the hot origin differs between ranks: {parts}"
+    return f"the hot origin differs between ranks{note}: {parts}"
 
 
 def _calls_per_step(results, combined, names, agree: bool = True) -> list[str]:
