@@ -441,10 +441,12 @@ class OriginBuilder:
         remapped = ids.copy()
         for position, origin_id in enumerate(ids.tolist()):
             found = self._rankings.get(self.origins[origin_id])
-            if found is None or found[2] is None or id(found[2]) not in changed:
+            if found is None or found[2] is None:
                 continue
             base, target, ranking = found
-            new = changed[id(ranking)]
+            old, new = changed.get(id(ranking), (None, None))
+            if old is not ranking or new is None:
+                continue
             remapped[position] = self._intern(
                 ("agreed", origin_id),
                 lambda base=base, target=target, new=new: self._from_ranking(base, target, new),

@@ -499,7 +499,7 @@ class StacklessRanker:
         )
 
     # -- copies: which file ran, from the whole trace ---------------------------------------------------
-    def agree(self) -> dict[int, Ranking]:
+    def agree(self) -> dict[int, tuple[Ranking, Ranking]]:
         """Rank again, knowing which files the whole trace fits; answer copies in the file that ran.
 
         Each window's candidates within `SUPPORT_MARGIN` of its best, and their copies in other
@@ -508,7 +508,8 @@ class StacklessRanker:
         aligned as well (`SUPPORTED_FILES`), a candidate in a file that fits fewer windows than the
         best file losing up to `SUPPORT_AGAINST`; and each candidate stands for all its copies, each
         judged by how many windows of this second ranking fit its file. Returns the rankings that
-        change, by the `id` of the one they replace."""
+        change: (the one replaced, the new one), by the `id` of the one replaced (kept alive with
+        it, so that the id names no other object)."""
         first = {key: ranking for key, ranking in self._rankings.items() if ranking.candidates}
         if len(first) < 2:
             return {}
@@ -532,7 +533,7 @@ class StacklessRanker:
                 answers = self._with_copies(ranking.candidates, same, shares, counts, len(second))
                 new = replace(ranking, candidates=answers, confidence=self._confidence(answers))
             if new != first[key]:
-                changed[id(first[key])] = new
+                changed[id(first[key])] = (first[key], new)
         self._support = shares
         return changed
 
