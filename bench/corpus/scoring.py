@@ -358,11 +358,14 @@ class SourceCopies:
 
     def __init__(self, dirs: Sequence[Path]) -> None:
         from tracer.join.copies import FunctionCopies
+        from tracer.join.source_lines import read_source_text
+        from tracer.static.files import discover
 
-        files = [(str(path.relative_to(d.parent)), path) for d in dirs for path in sorted(d.rglob("*.py"))]
-        self._names = [name for name, _ in files]
+        # the files and their names as the stackless ranking finds them under --source
+        files = discover(list(dirs)) if dirs else []
+        self._names = [found.relative for found in files]
         self._copies = FunctionCopies(
-            (name, lambda path=path: path.read_text(errors="replace")) for name, path in files
+            (found.relative, lambda found=found: read_source_text(found.absolute) or "") for found in files
         )
         self._resolved: dict[str, str | None] = {}
 
