@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from bench.corpus.scoring import CORPUS, find_corpus, score_trace
+from tracer.join import bindings
 from tracer.join.bindings import CALLED, LAMBDA, PARTIAL, TORCH_OP, Binding, module_bindings
 
 # shape -> (the mechanism it needs, least share of its op time whose true line is ranked first)
@@ -25,6 +26,10 @@ SHAPES = {
     "modulelist_loop": ("`for i, layer in enumerate(self.layers)` over a ModuleList of Linear", 0.85),
     "elif_chain": ("`kind == 'gelu'` compares a str: no op, skipping it costs nothing", 0.95),
     "super_forward": ("`super().forward(x)`: the base class's forward", 0.5),
+    # before: 0% each (their ops ran in frames of their own, which no candidate function held)
+    "generator_expressions": ("`sum(c.float().sum() for c in chunks)`: the generator's own frame", 0.9),
+    "lambdas": ("`table[i](x)` of a local list of lambdas; `min(..., key=lambda t: ...)`", 0.95),
+    "recursion": ("`tree_reduce(parts[:middle])`: the function's own program again, any depth", 0.7),
 }
 
 
@@ -98,3 +103,30 @@ def test_bindings_of_locals_closures_partials_and_super() -> None:
     assert step["act"][0].kind == LAMBDA
     assert found.classes["Sub"].bases == ("Base",)
     assert len(found.super_calls) == 1
+
+
+def test_bindings_of_imports_lambda_arguments_and_local_tables() -> None:
+    found = _bindings(
+        """
+        from ...pytorch_utils import Conv1D
+        from .utils import helper as aid
+        try:
+            from fast import kernel
+        except ImportError:
+            from slow import kernel
+
+        def apply(x, which):
+            table = [
+                lambda t: t.float(),
+                lambda t: t.half(),
+            ]
+            first = table[which](x)
+            return min([x, first], key=lambda t: t.sum().item())
+        """
+    )
+    assert found.imports["Conv1D"] == bindings.Imported(3, "pytorch_utils", "Conv1D")
+    assert found.imports["aid"] == bindings.Imported(1, "utils", "helper")
+    assert found.imports["kernel"] == bindings.Imported(0, "fast", "kernel")  # the first binding wins
+    apply = next(scope for scope in found.functions.values() if "table" + bindings.ELEMENTS in scope)
+    assert [b.kind for b in apply["table" + bindings.ELEMENTS]] == [LAMBDA, LAMBDA]
+    assert list(found.lambda_arguments.values()) == [(15,)]  # min(...) is given the key lambda

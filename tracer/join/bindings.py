@@ -16,6 +16,7 @@ from tracer.join.torch_api import TORCH_API
 CALLED = "called"  # bound to what calling `target` returns: an instance of a class (or a function's result)
 PARTIAL = "partial"  # functools.partial(target, ...): calling it calls `target`
 LAMBDA = "lambda"  # a lambda defined on `line`
+ELEMENTS = "[]"  # a local name's key + this: what the container it names holds (``table[i](x)``)
 ALIAS = "alias"  # another name for `target` (a function or a class)
 TORCH_OP = "torch_op"  # a torch function or a torch.nn module: calling it runs `aten::<target>`
 ACTIVATION = "activation"  # a TORCH_OP target: one of torch's activation ops, picked by a config value
@@ -78,12 +79,49 @@ class ModuleBindings:
     functions: dict[int, dict[str, tuple[Binding, ...]]] = field(default_factory=dict)
     super_calls: set[tuple[int, int]] = field(default_factory=set)  # (line, col) as `CallPoint` has them
     text_compares: set[tuple[int, int]] = field(default_factory=set)  # ``kind == "gelu"``: no tensor op
+    imports: dict[str, Imported] = field(default_factory=dict)  # module-level ``from m import a as b``
+    # ``min(xs, key=lambda t: ...)``: the lambdas a call is given, which it may run (def lines), by
+    # the call's (line, col) as `CallPoint` has them
+    lambda_arguments: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """``from ..m import a as b``: level 2, module ``m``, name ``a`` (bound to ``b``)."""
+
+    level: int
+    module: str
+    name: str
 
 
 def module_bindings(tree: ast.Module) -> ModuleBindings:
     """Every binding of a parsed module (one walk)."""
     found = ModuleBindings()
     _walk_body(tree.body, found, None, found.module, None)
+    found.imports = _imports(tree)
+    return found
+
+
+def _imports(tree: ast.Module) -> dict[str, Imported]:
+    """The names a module binds by ``from m import a`` (at module level, also inside ``if``/``try``);
+    the first binding of a name wins (``try: from fast import f`` before ``except: from slow ...``)."""
+    found: dict[str, Imported] = {}
+
+    def walk(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name != "*":
+                        imported = Imported(node.level, node.module or "", alias.name)
+                        found.setdefault(alias.asname or alias.name, imported)
+            elif isinstance(node, (ast.If, ast.Try)):
+                walk(node.body)
+                for handler in getattr(node, "handlers", ()):
+                    walk(handler.body)
+                walk(node.orelse)
+                walk(getattr(node, "finalbody", []))
+
+    walk(tree.body)
     return found
 
 
@@ -131,6 +169,14 @@ def _bind_statement(
                 and func.value.func.id == "super"
             ):
                 found.super_calls.add((func.end_lineno or child.lineno, child.col_offset))
+            lambdas = tuple(
+                argument.lineno
+                for argument in (*child.args, *(k.value for k in child.keywords))
+                if isinstance(argument, ast.Lambda)
+            )
+            if lambdas:
+                at = (func.end_lineno or child.lineno) if isinstance(func, ast.Attribute) else child.lineno
+                found.lambda_arguments[(at, child.col_offset)] = lambdas
     if isinstance(node, ast.Assign):
         pairs = [(target, node.value) for target in node.targets]
     elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -163,6 +209,8 @@ def _bind_statement(
                 scope[target.id] = _merge(scope.get(target.id, ()), bound)
             elif method_class is not None and (elements := _elements_of(value, method_class)):
                 scope[target.id] = elements  # layer = self.layers[i]
+            elif elements := _container_elements(value):
+                scope[target.id + ELEMENTS] = elements  # table = [lambda t: ..., ...]; table[i](x)
         elif (
             isinstance(target, ast.Attribute)
             and isinstance(target.value, ast.Name)
@@ -274,12 +322,14 @@ __all__ = [
     "ACTIVATION",
     "ALIAS",
     "CALLED",
+    "ELEMENTS",
     "LAMBDA",
     "PARTIAL",
     "TORCH_MODULE_OPS",
     "TORCH_OP",
     "Binding",
     "ClassSketch",
+    "Imported",
     "ModuleBindings",
     "bindings_of",
     "module_bindings",

@@ -21,6 +21,7 @@ whose attribute sits on a later line than its receiver is located on the attribu
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import cast, overload
@@ -901,7 +902,13 @@ def _is_shape_math(node: ast.AST) -> bool:
 
 _NUMBER_BUILTINS = frozenset({"len", "int", "float", "round", "abs", "bool", "hash", "ord"})
 _NUMBER_METHODS = frozenset({"size", "dim", "numel", "item", "ndimension", "element_size", "nelement"})
-_INT_ATTRIBUTES = frozenset({"ndim", "itemsize", "is_cuda", "training"})
+# Attributes that hold Python values, not tensors: comparing them runs no op (``x.dtype != y.dtype``).
+_INT_ATTRIBUTES = frozenset({"ndim", "itemsize", "is_cuda", "training", "dtype", "requires_grad"})
+# Names that by the common convention hold a number or a dtype (``page_size``, ``head_dim``,
+# ``num_heads``, ``layer_id``, ``store_dtype``), never a tensor.
+_NUMBER_NAME = re.compile(r"(?:^|_)(?:size|dim|len|length|count|id|dtype)$|^(?:num|n)_[a-z]")
+# Annotations of a parameter that holds a Python value (``layer_id: int``, ``dtype: torch.dtype``).
+_SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "dtype"})
 
 
 def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> bool:
@@ -910,7 +917,7 @@ def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> 
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (int, float, complex, bool)) or node.value is None
     if isinstance(node, ast.Name):
-        return node.id in scalars
+        return node.id in scalars or _NUMBER_NAME.search(node.id) is not None
     if isinstance(node, ast.UnaryOp):
         return _is_scalar_expression(node.operand, scalars)
     if isinstance(node, ast.BinOp):
@@ -918,7 +925,11 @@ def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> 
     if isinstance(node, ast.IfExp):
         return _is_scalar_expression(node.body, scalars) and _is_scalar_expression(node.orelse, scalars)
     if isinstance(node, ast.Attribute):
-        return node.attr in _INT_ATTRIBUTES
+        return (
+            node.attr in _INT_ATTRIBUTES
+            or _literal_dtype(node) is not None
+            or _NUMBER_NAME.search(node.attr) is not None
+        )
     if isinstance(node, ast.Subscript):
         return _is_size_value(node.value)
     if isinstance(node, ast.Call):
@@ -986,7 +997,8 @@ def _scalar_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str
             bind(child.target, None)
     arguments = node.args
     for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
-        bindings.setdefault(argument.arg, []).append(None)
+        number = _is_scalar_annotation(argument.annotation)
+        bindings.setdefault(argument.arg, []).append(ast.Constant(0) if number else None)
     # The greatest fixpoint: `start = 0 ... start = end; end = start + 1` are numbers together.
     scalars = {name for name, values in bindings.items() if all(v is not None for v in values)}
     changed = True
@@ -997,6 +1009,23 @@ def _scalar_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str
                 scalars.discard(name)
                 changed = True
     return frozenset(scalars)
+
+
+def _is_scalar_annotation(node: ast.AST | None) -> bool:
+    """``int``, ``float``, ``bool``, ``torch.dtype``, and those ``| None`` or ``Optional[...]``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        sides = (node.left, node.right)
+        return any(_is_scalar_annotation(side) for side in sides) and all(
+            _is_scalar_annotation(side) or _is_none(side) for side in sides
+        )
+    if isinstance(node, ast.Subscript) and last_name(node.value) == "Optional":
+        return _is_scalar_annotation(node.slice)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a string annotation
+        try:
+            return _is_scalar_annotation(ast.parse(node.value, mode="eval").body)
+        except SyntaxError:
+            return False
+    return isinstance(node, (ast.Name, ast.Attribute)) and last_name(node) in _SCALAR_ANNOTATIONS
 
 
 def own_nodes(node: ast.AST):

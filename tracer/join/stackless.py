@@ -11,8 +11,12 @@ point; the best-fitting points win. Further evidence moves a candidate up or dow
 around the op naming its function (``kt:fn:``, ``attention``), a cast's literal dtype against the
 op's, a one-time setup line (``__init__``, module level) for an op that repeats, and the static
 risk as the last tie-break. Copies of one function in many files fit a window alike: the whole
-trace then decides among them (`StacklessRanker.agree`: the files that the most windows fit). The
-answer is always a ranking, said so, with a confidence below 0.5.
+trace then decides among them (`StacklessRanker.agree`: the files that the most windows fit), and
+copies it cannot tell apart are said to tie (first, the copy the most files import). What a call
+runs is spliced into its caller: helpers by name, by import or by what ``__init__`` bound, the frames
+of comprehensions and generator expressions, lambdas from a table or given as an argument, the
+function itself again (recursion). The answer is always a ranking, said so, with a confidence below
+0.5.
 """
 
 from __future__ import annotations
@@ -30,15 +34,16 @@ from tracer.join.bindings import (
     ACTIVATION,
     ALIAS,
     CALLED,
+    ELEMENTS,
     LAMBDA,
     PARTIAL,
-    TORCH_MODULE_OPS,
     TORCH_OP,
     Binding,
     ModuleBindings,
     module_bindings,
 )
 from tracer.join.copies import FunctionCopies
+from tracer.join.importers import importer_counts
 from tracer.join.program import (
     BY_ATTRIBUTE,
     BY_LOCAL,
@@ -48,6 +53,7 @@ from tracer.join.program import (
     BY_SUBSCRIPT,
     BY_TYPE,
     CALL,
+    FRAME,
     GETITEM,
     ITER,
     OPERATOR,
@@ -61,6 +67,7 @@ from tracer.join.program import (
 )
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines, read_source_text
+from tracer.join.spelling import CAST_METHODS, GENERIC_NAMES, FunctionSpellings, spelled, spellings
 from tracer.join.tokens import GETITEM_OPS, OP, QUIET_OPS, SETITEM_OPS, Token, token_of
 from tracer.join.torch_api import TORCH_API
 from tracer.model.events import NONE, Cat
@@ -73,14 +80,12 @@ if TYPE_CHECKING:
 WINDOW = 12  # top-level ops on each side of the hot one that it is judged by
 MAX_FILES = 12  # files whose functions are aligned, picked by the window's op names they spell
 MAX_FUNCTIONS = 10  # functions aligned per hot op, picked by the ops they predict
+MAX_TIED_FUNCTIONS = 40  # ... and those that name as many of the window's ops as the last of them
 MAX_CANDIDATES = 5
+CALLER_FILES = 4  # files that call a class or helper running the hot op, aligned beside those picked
 RANKING_CONFIDENCE = 0.45  # the most a ranking claims: never read as a match
 MIN_FIT = 2.5  # a candidate's function must explain more of the window than the op itself
 
-# Methods whose op is not named after them.
-CAST_METHODS = frozenset(
-    {"to", "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "type"}
-)
 # What calling an activation picked by a config value (`bindings.ACTIVATION`) may run: one of these.
 ACTIVATION_OPS = tuple(
     f"aten::{name}"
@@ -120,6 +125,7 @@ DTYPE_FOR = -0.5
 RANGE_FOR = -2.0
 SUPPORT_MARGIN = 0.5  # candidates within this of their window's best say their files may have run
 SUPPORT_AGAINST = 1.0  # times (1 - the share of the trace's windows its file fits, of the best file's)
+TIE_MARGIN = 0.05  # copies this close in score (5% of the windows' share) are said to tie
 SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window again
 
 
@@ -321,6 +327,7 @@ class _SourceFile:
     functions: list[_Function] = field(default_factory=list)
     bindings: ModuleBindings | None = None
     lambdas: dict[int, _Function | None] = field(default_factory=dict)
+    frames: dict[tuple[int, str], _Function | None] = field(default_factory=dict)  # comprehensions'
 
 
 @dataclass(eq=False)
@@ -356,7 +363,6 @@ class _Expanded:
 
 
 INLINE_DEPTH = 2  # helpers of helpers
-BM25_K1, BM25_B = 1.2, 0.75  # file picking: how much a file's size discounts the names it spells
 MAX_CALLEES = 3  # alternatives spliced in for one call (``self.act = A() if ... else B()``)
 MAX_DEFINING_FILES = 3  # a class or function defined in more files than this is not looked up by name
 # How a call names what it runs, for `StacklessRanker._callees`.
@@ -370,9 +376,6 @@ SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
 )
 _DEFINED = re.compile(r"^[ \t]*(class|def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 MAX_INLINED_POINTS = 600
-_GENERIC_NAMES = frozenset(
-    {"forward", "__init__", "__call__", "apply", "update", "get", "run", "main", "step"}
-)
 
 
 class StacklessRanker:
@@ -388,9 +391,12 @@ class StacklessRanker:
         self._by_name: dict[str, list[_Function]] = {}  # the functions parsed so far, by name (helpers)
         self._index: dict[str, list[int]] | None = None  # spelled name -> files spelling it
         self._holders: dict[frozenset[str], frozenset[int]] = {}
-        self._lengths: list[float] | None = None
+        self._importers: Counter | None = None  # file -> how many files import it (`_break_tie`)
+        self._functions: FunctionSpellings | None = None  # what each function spells (file picking)
         self._definitions: dict[tuple[str, str], list[int]] | None = None  # ("class"/"def", name) -> files
         self._copies: FunctionCopies | None = None
+        self._by_file_name: dict[str, _SourceFile] | None = None
+        self._digests: dict[str, dict[int, bytes]] = {}  # file -> def line -> its text's digest
         self._support: dict[str, float] = {}  # file -> share of the windows it fits (`agree`)
         self._supported: list[_SourceFile] = []  # the files by that share, most first
 
@@ -427,7 +433,9 @@ class StacklessRanker:
         by_own.sort(key=lambda item: item[:4])
         # a caller's bag holds its callees' ops and outgrows theirs: the functions that spell the op
         # themselves get places of their own
-        picked = by_calls[:MAX_FUNCTIONS] + by_own[:MAX_FUNCTIONS]
+        # copies of one function (same text, same ops with their helpers) align alike: one of them
+        # is aligned (`agree` later answers in each copy), so that the places go to different code
+        picked = self._distinct(by_calls) + self._distinct(by_own)
         functions = list({id(item[-1]): item for item in picked}.values())
         words = _range_words(ranges)
         scored: dict[tuple[str, int], Candidate] = {}
@@ -459,6 +467,32 @@ class StacklessRanker:
             ),
         )
         return Ranking(tuple(ranked), confidence, evidence)
+
+    def _distinct(self, ranked: list[tuple]) -> list[tuple]:
+        """The first `MAX_FUNCTIONS` of `ranked` (items ending in a `_Function`, best first), one per
+        copy, and those tied with the last of them by the ops they name (up to `MAX_TIED_FUNCTIONS`:
+        a window of a few common ops, ``to`` and ``add``, is named alike by many functions)."""
+        out: list[tuple] = []
+        seen: set[tuple] = set()
+        for item in ranked:
+            function = item[-1]
+            key = (self._digest(function), self._bag(function))
+            if key[0] is not None and key in seen:
+                continue
+            if len(out) >= MAX_FUNCTIONS and (item[0] != out[-1][0] or len(out) >= MAX_TIED_FUNCTIONS):
+                break  # past the cap, only functions that name as many of the window's ops
+            seen.add(key)
+            out.append(item)
+        return out
+
+    def _digest(self, function: _Function) -> bytes | None:
+        """The digest of the function's normalised text (`FunctionCopies`), None if not found."""
+        digests = self._digests.get(function.file.name)
+        if digests is None:
+            digests = self._digests[function.file.name] = {
+                text.line: text.digest for text in self._function_copies().functions(function.file.name)
+            }
+        return digests.get(function.line)
 
     def _judge(self, expanded: _Expanded, p: int, cost: float, words, target_dtype) -> Candidate:
         point = expanded.program.points[p]
@@ -531,7 +565,13 @@ class StacklessRanker:
             new = ranking
             if ranking.candidates:
                 answers = self._with_copies(ranking.candidates, same, shares, counts, len(second))
-                new = replace(ranking, candidates=answers, confidence=self._confidence(answers))
+                answers, said = self._break_tie(answers, same)
+                new = replace(
+                    ranking,
+                    candidates=answers,
+                    confidence=self._confidence(answers),
+                    evidence=(*ranking.evidence, *said),
+                )
             if new != first[key]:
                 changed[id(first[key])] = (first[key], new)
         self._support = shares
@@ -560,7 +600,8 @@ class StacklessRanker:
                 if moved and function and function != candidate.function:  # the copy's own name
                     reasons = tuple(r.replace(f"`{candidate.function}`", f"`{function}`") for r in reasons)
                 if len(places) > 1:
-                    said = f"the same function is in {len(places)} files; the ops of {counts[file]:g} of "
+                    holders = len({place[0] for place in places})
+                    said = f"the same function is in {holders} files; the ops of {counts[file]:g} of "
                     reasons = (*reasons, said + f"the trace's {windows} windows fit this file")
                 out[(file, line)] = replace(
                     candidate,
@@ -575,6 +616,15 @@ class StacklessRanker:
         return tuple(
             sorted(out.values(), key=lambda c: (c.score, -counts[c.file], c.file, c.line))[:MAX_CANDIDATES]
         )
+
+    def _break_tie(
+        self, candidates: tuple[Candidate, ...], same: _SameLines
+    ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+        if not _tied(candidates, same):
+            return candidates, ()
+        if self._importers is None:
+            self._importers = importer_counts((f.name, f.text) for f in self._all_files())
+        return break_tie(candidates, same, self._importers)
 
     @staticmethod
     def _support_cost(file: str, shares: dict[str, float]) -> float:
@@ -640,9 +690,29 @@ class StacklessRanker:
             for u, v, p in program.consume:
                 point = program.points[p]
                 receiver = self._receiver(point, function)
-                if receiver is None:
-                    continue
-                for callee in self._callees(point.name, receiver, function, (*stack, id(function))):
+                passed: tuple = ()  # lambdas the call is given: it may run each, any number of times
+                if point.kind == FRAME:  # a comprehension's or generator expression's own frame
+                    frame = self._frame(function, point)
+                    callees: tuple = (frame,) if frame is not None else ()
+                else:
+                    callees = (
+                        self._callees(point.name, receiver, function, (*stack, id(function)))
+                        if receiver is not None
+                        else ()
+                    )
+                    if point.kind == CALL and bindings is not None and bindings.lambda_arguments:
+                        lines = bindings.lambda_arguments.get((point.line, point.col), ())
+                        passed = tuple(
+                            f for at in lines if (f := self._lambda(function.file, at)) is not None
+                        )
+                        callees = (*callees, *passed)
+                for callee in callees:
+                    if callee is function:  # recursion: the call runs this very program again, and
+                        # returns after the call (any depth; which call returns is not tracked)
+                        eps.append((u, program.entry, 0.0))
+                        eps.append((program.exit, v, 0.0))
+                        inlined.add(p)
+                        continue
                     if isinstance(callee, Binding):  # a torch op under another name: the call runs it
                         points.append(
                             replace(
@@ -673,6 +743,8 @@ class StacklessRanker:
                     repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
                     eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
                     eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
+                    if callee in passed:
+                        eps.append((sub.exit + state_shift, sub.entry + state_shift, 0.0))
                     n += sub.n_states
                     inlined.add(p)
                     inlined.update(q + shift for q in inner.inlined)
@@ -732,6 +804,9 @@ class StacklessRanker:
             elif receiver == SELF:
                 for binding in self._attribute_bindings(owner, name, caller.file):
                     found.extend(self._bound(binding, caller.file))
+        elif receiver == ELEMENT and name + ELEMENTS in caller.bindings:  # a local container
+            for binding in caller.bindings[name + ELEMENTS]:
+                found.extend(self._bound(binding, caller.file))
         elif receiver == ELEMENT and owner:
             for binding in self._attribute_bindings(owner, name, caller.file, elements=True):
                 found.extend(self._bound(binding, caller.file))
@@ -742,11 +817,11 @@ class StacklessRanker:
             if bindings:
                 for binding in bindings:
                     found.extend(self._bound(binding, caller.file))
-            elif name not in _GENERIC_NAMES:
+            elif name not in GENERIC_NAMES:
                 function = self._function(name, caller.file)
                 if function is not None:
                     found.append(function)
-        elif receiver == ATTRIBUTE and name not in _GENERIC_NAMES:
+        elif receiver == ATTRIBUTE and name not in GENERIC_NAMES:
             candidates = self._by_name.get(name, [])
             if len(candidates) == 1:
                 found.append(candidates[0])
@@ -775,6 +850,20 @@ class StacklessRanker:
             return [function] if function is not None else []
         return []
 
+    def _frame(self, caller: _Function, point: CallPoint) -> _Function | None:
+        """The program of the comprehension or generator expression at `point` of `caller`, as a
+        function of its own (its ops run where the caller pulls its items)."""
+        key = (point.line, point.name)
+        frames = caller.file.frames
+        if key not in frames:
+            function = _Function(caller.file, point.line, point.name, caller.owner, frozenset(), ())
+            function.bindings = caller.bindings
+            program = function.program()
+            if program is not None:
+                function.bag = frozenset(op for point in program.points for op in predicted_ops(point))
+            frames[key] = function if program is not None else None
+        return frames[key]
+
     def _lambda(self, source_file: _SourceFile, line: int) -> _Function | None:
         if line not in source_file.lambdas:
             function = _Function(source_file, line, "<lambda>", None, frozenset(), ())
@@ -789,6 +878,9 @@ class StacklessRanker:
         that defines it."""
         if near.bindings is not None and name in near.bindings.classes:
             return near, name
+        imported = self._imported(name, near, "class")
+        if imported is not None:
+            return imported
         holders = [f for f in self._defining(name, "class") if f.bindings is not None]
         if len(holders) > 1:  # several: the one beside the caller
             holders = [f for f in holders if f.path.parent == near.path.parent]
@@ -837,8 +929,51 @@ class StacklessRanker:
         own = [f for f in near.functions if f.name == name and f.owner is None]
         if len(own) == 1:
             return own[0]
+        imported = self._imported(name, near, "def")
+        if imported is not None:
+            file, original = imported
+            defined = [f for f in file.functions if f.name == original and f.owner is None]
+            if len(defined) == 1:
+                return defined[0]
         found = [f for f in self._by_name.get(name, []) if f.owner is None]
         return found[0] if len(found) == 1 else None
+
+    def _imported(
+        self, name: str, near: _SourceFile, keyword: str, hops: int = 3
+    ) -> tuple[_SourceFile, str] | None:
+        """(the file, the name there) of the class or function (`keyword`) that `near` imports as
+        `name` (``from ...pytorch_utils import Conv1D``), following re-exports (a package's
+        ``__init__``); None when the import is not of a file under the source roots."""
+        imported = near.bindings.imports.get(name) if near.bindings is not None else None
+        if imported is None or hops == 0:
+            return None
+        file = self._module_file(near.name, imported.level, imported.module)
+        if file is None:
+            return None
+        self._parse_file(file)
+        if file.bindings is None or file.programs is None:
+            return None
+        original = imported.name
+        if keyword == "class" and original in file.bindings.classes:
+            return file, original
+        if keyword == "def" and any(f.name == original and f.owner is None for f in file.functions):
+            return file, original
+        return self._imported(original, file, keyword, hops - 1)
+
+    def _module_file(self, importer: str, level: int, module: str) -> _SourceFile | None:
+        """The file of the module that ``from <level dots><module> import ...`` in file `importer`
+        (named as origins name files: ``transformers/models/gpt2/modeling_gpt2.py``) imports."""
+        if self._by_file_name is None:
+            self._by_file_name = {f.name: f for f in self._all_files()}
+        if level:
+            package = importer.split("/")[:-1]  # a module's package; an __init__'s own package
+            if level - 1 > len(package):
+                return None
+            parts = package[: len(package) - (level - 1)] + (module.split(".") if module else [])
+        else:
+            parts = module.split(".")
+        stem = "/".join(parts)
+        return self._by_file_name.get(stem + ".py") or self._by_file_name.get(stem + "/__init__.py")
 
     def _defining(self, name: str, keyword: str) -> list[_SourceFile]:
         """The files that define `name` (``class name``/``def name``), parsed now if few."""
@@ -857,25 +992,25 @@ class StacklessRanker:
 
     # -- files --------------------------------------------------------------------------------------
     def _files_for(self, window: Sequence[str], hot_op: str) -> list[_SourceFile]:
-        """The files that spell the window's ops, rare ones counting most (and the hot one most), parsed."""
-        import math
-
+        """The files whose functions spell the window's ops, rare ones counting most (and the hot one
+        most), parsed."""
         files = self._all_files()
-        groups = {frozenset(_spellings(token_of(name, Cat.CPU_OP).name)) for name in window}
+        groups = {frozenset(spellings(token_of(name, Cat.CPU_OP).name)) for name in window}
         groups.discard(frozenset())
-        hot_group = frozenset(_spellings(hot_op))
-        scores: dict[int, float] = {}
-        lengths = self._spelled_lengths()
-        for group in groups:
-            holders = self._spelled_by(group)
-            weight = math.log((1 + len(files)) / (1 + len(holders)))
-            if group == hot_group:
-                weight = 3 * weight + 1.0
-            for index in holders:
-                # BM25's length norm: a big file spells most names, which says less about each
-                scores[index] = scores.get(index, 0.0) + weight * lengths[index]
+        hot_group = frozenset(spellings(hot_op))
+        if self._functions is None:
+            self._functions = FunctionSpellings(f.text for f in files)
+        # a window's ops are run by one function and its helpers: files score as their best function
+        scores = self._functions.file_scores(sorted(groups, key=sorted), hot_group)
         ranked = sorted(scores.items(), key=lambda item: (-item[1], files[item[0]].name))
         picked = [files[index] for index, score in ranked[:MAX_FILES] if score > 0]
+        # a class or helper that runs the hot op (``Conv1D.forward``'s ``torch.addmm``) explains too
+        # little of the window alone: the files that call it by name are aligned as well
+        runners = self._runners(picked, hot_op)
+        if runners:
+            callers = [i for i in self._spelled_by(runners) if files[i] not in picked]
+            callers.sort(key=lambda i: (-scores.get(i, 0.0), files[i].name))
+            picked.extend(files[i] for i in callers[:CALLER_FILES])
         for source_file in self._supported:  # the files the most windows fit, where they spell the hot op
             if len(picked) >= MAX_FILES + SUPPORTED_FILES:
                 break
@@ -884,6 +1019,21 @@ class StacklessRanker:
         for source_file in picked:
             self._parse_file(source_file)
         return [f for f in picked if f.programs is not None]
+
+    def _runners(self, picked: list[_SourceFile], hot_op: str) -> frozenset[str]:
+        """The specific names (classes, module-level functions) by which other files call the
+        functions of `picked` whose own lines run `hot_op`."""
+        names = set()
+        for source_file in picked:
+            self._parse_file(source_file)
+            for function in source_file.functions:
+                if hot_op not in function.bag:
+                    continue
+                if function.owner is None:
+                    names.add(function.name)  # a module-level helper, called by its name
+                elif function.name in ("forward", "__call__"):
+                    names.add(function.owner)  # a module: built by its class's name, then called
+        return frozenset(n for n in names if n and n not in GENERIC_NAMES and not n.startswith("_"))
 
     def _parse_file(self, source_file: _SourceFile) -> None:
         if source_file.programs is None and source_file.bindings is None:
@@ -895,17 +1045,6 @@ class StacklessRanker:
                     self._by_name.setdefault(function.name, []).append(function)
             else:
                 source_file.bindings = ModuleBindings()  # unparsable: not tried again
-
-    def _spelled_lengths(self) -> list[float]:
-        """Per file, BM25's weight for one spelled name given how many names the file spells."""
-        if self._lengths is None:
-            files = self._all_files()
-            sizes = [len(f.spelled) for f in files]
-            average = sum(sizes) / len(sizes) if sizes else 1.0
-            self._lengths = [
-                (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * size / average)) for size in sizes
-            ]
-        return self._lengths
 
     def _spelled_by(self, group: frozenset[str]) -> frozenset[int]:
         """The files (indexes into `_all_files`) that spell any of `group` (an op's spellings)."""
@@ -928,7 +1067,7 @@ class StacklessRanker:
             for found in discover(self.source.roots) if self.source.roots else ():
                 text = read_source_text(found.absolute)
                 if text is not None:
-                    self._files.append(_SourceFile(found.absolute, found.relative, text, _spelled(text)))
+                    self._files.append(_SourceFile(found.absolute, found.relative, text, spelled(text)))
         return self._files
 
 
@@ -947,6 +1086,8 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
         bag: set[str] = set()
         calls = []
         nodes = list(own_nodes(node))
+        # a lambda written in the function runs from it (a table of them, a sort key): its ops count
+        nodes += [inner for child in nodes if isinstance(child, ast.Lambda) for inner in ast.walk(child.body)]
         called = {id(child.func) for child in nodes if isinstance(child, ast.Call)}
         for child in nodes:
             if isinstance(child, ast.Call):
@@ -957,8 +1098,8 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
                     calls.append((callee, _sketch_receiver(func)))
                 elif isinstance(func, ast.Subscript):
                     value = func.value
-                    if isinstance(value, ast.Attribute):
-                        calls.append((value.attr, ELEMENT))
+                    if isinstance(value, (ast.Attribute, ast.Name)):
+                        calls.append((value.attr if isinstance(value, ast.Attribute) else value.id, ELEMENT))
             elif (
                 isinstance(child, ast.Attribute)
                 and isinstance(child.ctx, ast.Load)
@@ -1014,40 +1155,6 @@ def _parse(text: str) -> ModulePrograms | None:
         return None
 
 
-_OPERATOR_SPELLINGS = {
-    "aten::mul": ("*",),
-    "aten::add": ("+",),
-    "aten::sub": ("-",),
-    "aten::rsub": ("-",),
-    "aten::div": ("/",),
-    "aten::matmul": ("@", "matmul"),
-    "aten::index": ("[",),
-    "aten::index_put_": ("[",),
-}
-_MODULES_RUNNING: dict[str, tuple[str, ...]] = {}  # op -> the torch.nn modules that run it (``Linear``)
-for _module, _op in TORCH_MODULE_OPS.items():
-    _MODULES_RUNNING[_op] = (*_MODULES_RUNNING.get(_op, ()), _module)
-_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
-_OPERATORS = "*+-/@["
-
-
-def _spelled(text: str) -> frozenset[str]:
-    """The names a file calls and the operator characters it uses."""
-    return frozenset(_CALLED.findall(text)).union(c for c in _OPERATORS if c in text)
-
-
-def _spellings(op: str) -> tuple[str, ...]:
-    """What a file must spell to hold a call that runs `op` (for picking files); empty for views."""
-    if op in QUIET_OPS or not op.startswith("aten::"):
-        return ()
-    if op in _OPERATOR_SPELLINGS:
-        return _OPERATOR_SPELLINGS[op]
-    if op in ("aten::to", "aten::_to_copy"):
-        return tuple(CAST_METHODS)
-    name = op.removeprefix("aten::").strip("_")
-    return (name, *_MODULES_RUNNING.get(name, ()))
-
-
 def _text_of(source_file: _SourceFile) -> Callable[[], str]:
     return lambda: source_file.text
 
@@ -1083,6 +1190,36 @@ def _windows_fitting(rankings: Iterable[Ranking], same: _SameLines) -> Counter:
             }
         )
     return support
+
+
+def _tied(candidates: Sequence[Candidate], same: _SameLines) -> list[Candidate]:
+    """The first candidate and those of the same line of its copies whose score is within
+    `TIE_MARGIN` of it (their files fit about as many of the trace's windows); empty if none is."""
+    best = candidates[0]
+    copies = {(file, line) for file, line, _ in same.of(best.file, best.line)}
+    tied = [c for c in candidates if c.score <= best.score + TIE_MARGIN and (c.file, c.line) in copies]
+    return tied if len(tied) > 1 else []
+
+
+def break_tie(
+    candidates: tuple[Candidate, ...], same: _SameLines, importers: Counter
+) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+    """Copies that tie (`_tied`): which of them ran, the trace cannot tell. They are put in the order
+    of how many files of the code base import theirs (`importer_counts`: the copy the rest of the
+    code uses), and the ranking says so (the evidence it adds)."""
+    tied = _tied(candidates, same)
+    if not tied:
+        return candidates, ()
+    ordered = sorted(tied, key=lambda c: (-importers[c.file], c.score, c.file, c.line))
+    rest = [c for c in candidates if c not in tied]
+    files = ", ".join(dict.fromkeys(c.file for c in ordered))
+    holders = len({file for file, *_ in same.of(tied[0].file, tied[0].line)})
+    said = (
+        f"a tie: the same line of `{tied[0].function}` and its copies fits about alike in {files} "
+        f"({holders} files hold the function); which of them ran, the trace cannot tell; first, the "
+        f"copy most files import ({importers[ordered[0].file]})"
+    )
+    return (*ordered, *rest), (said,)
 
 
 def _shares(support: Counter) -> dict[str, float]:

@@ -1,0 +1,143 @@
+"""What source text spells, for picking the files whose functions a window of ops is aligned with.
+
+A file *spells* the names it calls (``to``, ``cat``, ``Linear``), the operator characters it uses
+(``*``, ``@``) and `STORE` when it stores into a subscript; an op is held by text that spells one of
+its `spellings` (``aten::mul``: ``*`` or ``mul``; ``aten::copy_``: ``copy`` or ``copy_``).
+
+`FunctionSpellings` scores functions rather than files (BM25 over the names each function and the
+helpers of its file it calls spell, rare names counting most): a window's ops are run by one function
+and the helpers it calls, and a big module (SGLang's ``memory_pool.py``, 3,000 lines) spells every
+common name somewhere, so that at file level it looks like every other big file and loses to small
+ones on the length norm. A file scores as its best function.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+
+from tracer.join.bindings import TORCH_MODULE_OPS
+from tracer.join.tokens import QUIET_OPS
+
+# Methods whose op is not named after them.
+CAST_METHODS = frozenset(
+    {"to", "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "type"}
+)
+STORE = "]="  # what text spells when it stores into a subscript (``x[i] = v``)
+_STORES = re.compile(r"\]\s*=[^=]")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
+_OPERATORS = "*+-/@["
+_OPERATOR_SPELLINGS = {
+    "aten::mul": ("*",),
+    "aten::add": ("+",),
+    "aten::sub": ("-",),
+    "aten::rsub": ("-",),
+    "aten::div": ("/",),
+    "aten::matmul": ("@", "matmul"),
+    "aten::index": ("[",),
+    "aten::index_put_": (STORE, "index_put_"),  # ``cache[loc] = k``
+}
+_MODULES_RUNNING: dict[str, tuple[str, ...]] = {}  # op -> the torch.nn modules that run it (``Linear``)
+for _module, _op in TORCH_MODULE_OPS.items():
+    _MODULES_RUNNING[_op] = (*_MODULES_RUNNING.get(_op, ()), _module)
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+BM25_K1, BM25_B = 1.2, 0.75  # how much a function's size discounts the names it spells
+# Names too common to say which function a call runs (``self.forward(...)``, ``x.apply(...)``).
+GENERIC_NAMES = frozenset(
+    {"forward", "__init__", "__call__", "apply", "update", "get", "run", "main", "step"}
+)
+
+
+def spelled(text: str) -> frozenset[str]:
+    """The names `text` calls, the operator characters it uses, and `STORE` if it stores into a
+    subscript."""
+    found = frozenset(_CALLED.findall(text)).union(c for c in _OPERATORS if c in text)
+    return found | {STORE} if _STORES.search(text) else found
+
+
+def spellings(op: str) -> tuple[str, ...]:
+    """What text must spell to hold a call that runs `op` (for picking files); empty for views."""
+    if op in QUIET_OPS or not op.startswith("aten::"):
+        return ()
+    if op in _OPERATOR_SPELLINGS:
+        return _OPERATOR_SPELLINGS[op]
+    if op in ("aten::to", "aten::_to_copy"):
+        return tuple(CAST_METHODS)
+    name = op.removeprefix("aten::").strip("_")
+    in_place = (f"{name}_",) if op.endswith("_") else ()  # ``x.copy_(y)`` spells ``copy_``
+    return (name, *in_place, *_MODULES_RUNNING.get(name, ()))
+
+
+class FunctionSpellings:
+    """Every function of a set of files with what it spells (its own text's and that of the
+    functions of its file it calls by name), and BM25 scores of files by their best function."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        import numpy as np
+
+        file_of: list[int] = []
+        sizes: list[int] = []
+        index: dict[str, list[int]] = {}
+        for file, text in enumerate(texts):
+            own = _functions_of(text)
+            by_name = {name: words for name, words in own if name}
+            for name, words in own:
+                called = (words & by_name.keys()) - {name} - GENERIC_NAMES
+                reach = words.union(*(by_name[c] for c in called)) if called else words
+                for word in reach:
+                    index.setdefault(word, []).append(len(file_of))
+                file_of.append(file)
+                sizes.append(len(reach))
+        size = np.asarray(sizes, dtype=np.float64)
+        average = float(size.mean()) if len(size) else 1.0
+        self._norm = (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * size / average))
+        self._file_of = np.asarray(file_of, dtype=np.int64)
+        self._files = (int(self._file_of[-1]) + 1) if file_of else 0
+        self._index = index
+        self._holders: dict[frozenset[str], np.ndarray] = {}
+
+    def holders(self, group: frozenset[str]):
+        """The functions (chunk numbers, sorted) that spell any name of `group`."""
+        import numpy as np
+
+        found = self._holders.get(group)
+        if found is None:
+            lists = [self._index[name] for name in group if name in self._index]
+            found = np.unique(np.concatenate(lists)) if lists else np.zeros(0, dtype=np.int64)
+            self._holders[group] = found
+        return found
+
+    def file_scores(self, groups: Sequence[frozenset[str]], hot: frozenset[str]) -> dict[int, float]:
+        """Per file (its number in the texts given), the BM25 score of its best function for the
+        op `groups` (each an op's spellings; `hot`, the hot op's, weighs three times and more)."""
+        import numpy as np
+
+        chunks = len(self._file_of)
+        scores = np.zeros(chunks, dtype=np.float64)
+        for group in groups:
+            holders = self.holders(group)
+            weight = math.log((1 + chunks) / (1 + len(holders)))
+            if group == hot:
+                weight = 3 * weight + 1.0
+            scores[holders] += weight * self._norm[holders]  # holders are distinct
+        touched = np.flatnonzero(scores > 0)
+        best = np.zeros(self._files, dtype=np.float64)
+        np.maximum.at(best, self._file_of[touched], scores[touched])
+        files = np.flatnonzero(best > 0)
+        return dict(zip(files.tolist(), best[files].tolist()))
+
+
+def _functions_of(text: str) -> list[tuple[str, frozenset[str]]]:
+    """(name, what it spells) of each function of `text` (a nested one apart from the function
+    around it), and ("", ...) for the module's own code before the first function."""
+    starts = [m.start() for m in _DEF.finditer(text)]
+    names = [m.group(1) for m in _DEF.finditer(text)]
+    out = [("", spelled(text[: starts[0]] if starts else text))]
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(text)
+        out.append((names[i], spelled(text[start:end])))
+    return out
+
+
+__all__ = ["CAST_METHODS", "GENERIC_NAMES", "STORE", "FunctionSpellings", "spelled", "spellings"]
