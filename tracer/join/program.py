@@ -905,8 +905,9 @@ _NUMBER_METHODS = frozenset({"size", "dim", "numel", "item", "ndimension", "elem
 # Attributes that hold Python values, not tensors: comparing them runs no op (``x.dtype != y.dtype``).
 _INT_ATTRIBUTES = frozenset({"ndim", "itemsize", "is_cuda", "training", "dtype", "requires_grad"})
 # Names that by the common convention hold a number or a dtype (``page_size``, ``head_dim``,
-# ``num_heads``, ``layer_id``, ``store_dtype``), never a tensor.
-_NUMBER_NAME = re.compile(r"(?:^|_)(?:size|dim|len|length|count|id|dtype)$|^(?:num|n)_[a-z]")
+# ``num_heads``, ``store_dtype``), never a tensor (not ``*_id``, ``*_count``: token ids and expert
+# counts are often tensors).
+_NUMBER_NAME = re.compile(r"(?:^|_)(?:size|dim|len|length|dtype)$|^(?:num|n)_[a-z]")
 # Annotations of a parameter that holds a Python value (``layer_id: int``, ``dtype: torch.dtype``).
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "dtype"})
 
