@@ -72,3 +72,39 @@ def test_copies_ignore_comments_docstrings_and_the_model_prefix() -> None:
     )
     assert sorted(copies.same_line("a.py", 7)) == [("a.py", 7, "forward"), ("b.py", 4, "forward")]
     assert copies.same_line("a.py", 1) == []  # no function holds it
+
+
+def test_a_copy_that_says_so_has_its_renames_undone(transformers_src: Path, copies: FunctionCopies) -> None:
+    """``# Copied from ...GPT2Attention with GPT2->DecisionTransformerGPT2``: the model prefix alone
+    does not make ``DecisionTransformerGPT2Attention`` into ``GPT2Attention``; the comment does."""
+    gpt2 = transformers_src / MODELS / "gpt2/modeling_gpt2.py"
+    line = _line_of(gpt2, "attn_output = self.c_proj(attn_output)")
+    found = {file: (at, name) for file, at, name in copies.same_line(f"{MODELS}/gpt2/modeling_gpt2.py", line)}
+    decision = transformers_src / MODELS / "decision_transformer/modeling_decision_transformer.py"
+    assert found[f"{MODELS}/decision_transformer/modeling_decision_transformer.py"] == (
+        _line_of(decision, "attn_output = self.c_proj(attn_output)"),
+        "DecisionTransformerGPT2Attention.forward",
+    )
+
+
+def test_renames_apply_to_the_class_a_comment_heads_and_past_decorators() -> None:
+    original = textwrap.dedent(
+        """
+        class FooBlock:
+            def forward(self, x):
+                return FooMLP(x) + x
+        """
+    )
+    copy = textwrap.dedent(
+        """
+        # Copied from pkg.foo.FooBlock with Foo->BarBazQux, foo->bar
+        class BarBazQuxBlock:
+            @staticmethod
+            def forward(self, x):
+                return BarBazQuxMLP(x) + x
+        """
+    )
+    unsaid = copy.replace("# Copied from pkg.foo.FooBlock with Foo->BarBazQux, foo->bar\n", "")
+    (a,), (b,), (c,) = function_texts(original), function_texts(copy), function_texts(unsaid)
+    assert a.digest == b.digest and b.qualname == "BarBazQuxBlock.forward"
+    assert c.digest != a.digest  # ``BarBazQux`` is more than one leading word: not a copy unless said

@@ -66,6 +66,8 @@ class Alignment:
     right after it returns (a layer after a layer); the stackless ranking, where no frame says
     where a run begins. ``focus``: in a window, the token the question is about; rewards
     (negative costs) fade with the distance from it, so the ops next to it count most.
+    ``compatible``: the edges each token can take, kept by the caller between alignments of one
+    program under the same costs.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class Alignment:
         free_start: bool = False,
         local: bool = False,
         focus: int | None = None,
+        compatible: dict[Token, list[tuple[int, int, float, int]]] | None = None,
     ) -> None:
         self.program = program
         self.tokens = tuple(tokens)
@@ -89,7 +92,9 @@ class Alignment:
         if local:
             self._loop_edges.append((program.exit, program.entry, AGAIN))
         self._weights = [FADE ** abs(i - focus) for i in range(len(tokens))] if focus is not None else None
-        self._compatible: dict[Token, list[tuple[int, int, float, int]]] = {}
+        # token -> the edges that consume it; a caller aligning many runs with one program and one
+        # `costs` may pass one dict to share
+        self._compatible = compatible if compatible is not None else {}
         # In a whole run, tokens no point can explain add the same cost to every alignment: left out.
         self._kept = [i for i, t in enumerate(self.tokens) if local or self._edges(t)]
         self._position = {i: k for k, i in enumerate(self._kept)}

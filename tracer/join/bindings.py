@@ -38,6 +38,8 @@ TORCH_MODULE_OPS = {
     "Conv1d": "conv1d",
     "Conv2d": "conv2d",
 }
+# The torch.nn layers whose bias is optional, and where ``bias`` sits among their arguments.
+_BIAS_POSITION = {"Linear": 2, "Conv1d": 7, "Conv2d": 7}
 # Calls on a module that return the module itself: `Cls(...).to(device)` binds a `Cls`.
 _SAME_MODULE_METHODS = frozenset(
     {"to", "cuda", "cpu", "half", "float", "bfloat16", "eval", "train", "requires_grad_"}
@@ -57,6 +59,7 @@ class Binding:
     target: str = ""  # the class or function's name (last part of a dotted name), or the op's
     line: int = 0  # LAMBDA: where it is defined
     dtype: str | None = None  # PARTIAL of a cast: its literal dtype keyword
+    bias: bool | None = None  # TORCH_OP of a layer built with (True) or without a bias; None: unknown
 
 
 @dataclass
@@ -151,10 +154,32 @@ def _walk_body(
                 _walk_body(handler.body, found, class_sketch, scope, method_class)
 
 
+_BODIES = ("body", "orelse", "finalbody", "handlers")
+
+
+def _statement_nodes(node: ast.stmt):
+    """The nodes of one statement, not those of the statements in its bodies (`_walk_body` visits
+    each of them on its own: walking them here too made nesting cost its depth squared)."""
+    stack = [
+        child for name, value in ast.iter_fields(node) if name not in _BODIES for child in _children(value)
+    ]
+    yield node
+    while stack:
+        child = stack.pop()
+        yield child
+        stack.extend(ast.iter_child_nodes(child))
+
+
+def _children(value) -> list[ast.AST]:
+    if isinstance(value, ast.AST):
+        return [value]
+    return [item for item in value if isinstance(item, ast.AST)] if isinstance(value, list) else []
+
+
 def _bind_statement(
     node: ast.stmt, found: ModuleBindings, scope: dict, method_class: ClassSketch | None
 ) -> None:
-    for child in ast.walk(node):
+    for child in _statement_nodes(node):
         if isinstance(child, ast.Compare) and any(
             isinstance(side, ast.Constant) and isinstance(side.value, (str, bytes))
             for side in (child.left, *child.comparators)
@@ -296,8 +321,24 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
     if _ACTIVATION_GETTER.search(name):
         return (Binding(TORCH_OP, ACTIVATION),)  # ``get_activation(config.hidden_act)``
     if name in TORCH_MODULE_OPS and _root_name(func) in ("nn", "torch", name):
-        return (Binding(CALLED, name), Binding(TORCH_OP, TORCH_MODULE_OPS[name]))
+        bias = _bias_of(value) if name in _BIAS_POSITION else None
+        return (Binding(CALLED, name), Binding(TORCH_OP, TORCH_MODULE_OPS[name], bias=bias))
     return (Binding(CALLED, name),)
+
+
+def _bias_of(call: ast.Call) -> bool | None:
+    """Whether a layer is built with a bias: a literal ``bias=`` (or in its place among the
+    arguments), torch's default (True) when not given; None when a value decides (a config)."""
+    given = next((k.value for k in call.keywords if k.arg == "bias"), None)
+    if given is None:
+        position = _BIAS_POSITION[last_name(call.func) or ""]
+        if len(call.args) > position:
+            given = call.args[position]
+        elif any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+            return None  # ``**kwargs``: may hold it
+        else:
+            return True
+    return given.value if isinstance(given, ast.Constant) and isinstance(given.value, bool) else None
 
 
 def _merge(a: tuple[Binding, ...], b: tuple[Binding, ...]) -> tuple[Binding, ...]:

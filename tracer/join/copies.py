@@ -8,7 +8,9 @@ copy, so that other evidence (which files the rest of the trace fits) can choose
 
 Two functions are copies when their lines are the same once comments, blank lines and docstrings are
 dropped and the leading word of CamelCase names is (``LlamaRMSNorm`` and ``MistralRMSNorm`` are both
-``RMSNorm``). Found from the text alone (no parse), each file once.
+``RMSNorm``). A copy that says so (transformers' and diffusers' ``# Copied from m.GPT2Attention with
+GPT2->DecisionTransformerGPT2`` above a class or def) has its renames undone first. Found from the
+text alone (no parse), each file once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 _HEADER = re.compile(r"^([ \t]*)(class|(?:async[ \t]+)?def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _MODEL_PREFIX = re.compile(r"\b[A-Z][a-z0-9]+(?=[A-Z])")  # ``Llama`` in ``LlamaRMSNorm``
+_COPIED_FROM = re.compile(r"#\s*Copied from \S+ with (.+)$")  # ... with A->B, a->b
 _CLOSERS = (")", "]", "}")
 _QUOTES = ('"""', "'''")
 
@@ -44,16 +47,18 @@ def function_texts(text: str) -> list[FunctionText]:
     for line in lines:
         starts.append(starts[-1] + len(line) + 1)
     found = []
-    scopes: list[tuple[int, str]] = []  # (indent, name) of the classes and defs around a header
+    # (indent, name, renames to undo) of the classes and defs around a header
+    scopes: list[tuple[int, str, tuple[tuple[str, str], ...]]] = []
     for match in _HEADER.finditer(text):
         indent = len(match.group(1).expandtabs())
         while scopes and scopes[-1][0] >= indent:
             scopes.pop()
-        qualname = ".".join([*(name for _, name in scopes), match.group(3)])
-        scopes.append((indent, match.group(3)))
+        qualname = ".".join([*(scope[1] for scope in scopes), match.group(3)])
+        at = bisect.bisect_right(starts, match.start()) - 1  # the header's 0-based line
+        renames = (scopes[-1][2] if scopes else ()) + _renames(lines, at)
+        scopes.append((indent, match.group(3), renames))
         if match.group(2) == "class":
             continue
-        at = bisect.bisect_right(starts, match.start()) - 1  # the def's 0-based line
         kept: list[int] = []
         normal: list[str] = []
         quote = None
@@ -80,10 +85,31 @@ def function_texts(text: str) -> list[FunctionText]:
                     quote = stripped[:3]
                 continue
             kept.append(j)  # 1-based: lines[j - 1]
-            normal.append(_MODEL_PREFIX.sub("", stripped.split("  #", 1)[0]))
+            code = stripped.split("  #", 1)[0]
+            for copy_name, original in renames:
+                code = code.replace(copy_name, original)
+            normal.append(_MODEL_PREFIX.sub("", code))
         digest = hashlib.blake2b("\n".join(normal).encode(), digest_size=8).digest()
         found.append(FunctionText(at + 1, match.group(3), qualname, digest, tuple(kept)))
     return found
+
+
+def _renames(lines: list[str], at: int) -> tuple[tuple[str, str], ...]:
+    """The renames a ``# Copied from ... with A->B, a->b`` comment above the header at `at` (past its
+    decorators) made: ((B, A), (b, a)), longest first."""
+    j = at - 1
+    while j >= 0 and lines[j].lstrip().startswith("@"):
+        j -= 1
+    found = _COPIED_FROM.search(lines[j]) if j >= 0 else None
+    if found is None:
+        return ()
+    pairs = []
+    for part in found.group(1).split(","):
+        original, _, copy_name = part.partition("->")
+        original, copy_name = original.strip(), (copy_name.split() or [""])[0]
+        if original and copy_name and original != copy_name:
+            pairs.append((copy_name, original))
+    return tuple(sorted(pairs, key=lambda pair: -len(pair[0])))
 
 
 class FunctionCopies:

@@ -131,6 +131,7 @@ class CallPoint:
     views: frozenset[str] | None = None  # VIEWS: the view ops its index spells (None: any)
     dtype: str | None = None  # a cast's literal target: "torch.bfloat16" (`.to(torch.bfloat16)`, `.half()`)
     device_only: bool = False  # `.to(device)`, `.cuda()`: a move that cannot change the dtype
+    bias: bool | None = None  # a call of a layer the source built with (True) or without a bias
 
     @property
     def location(self) -> str:

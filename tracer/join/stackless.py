@@ -9,8 +9,10 @@ window on its thread) are aligned *locally* with each candidate function (`Align
 the window may start and end anywhere in the function), the hot op forced onto each candidate
 point; the best-fitting points win. Further evidence moves a candidate up or down: the ranges
 around the op naming its function (``kt:fn:``, ``attention``), a cast's literal dtype against the
-op's, a one-time setup line (``__init__``, module level) for an op that repeats, and the static
-risk as the last tie-break. Copies of one function in many files fit a window alike: the whole
+op's, a layer's bias against the op's recorded shapes (``nn.Linear(..., bias=True)`` runs an
+``aten::linear`` with a third input; the window's names carry it, `tokens.with_bias`), a one-time
+setup line (``__init__``, module level) for an op that repeats, and the static risk as the last
+tie-break. Copies of one function in many files fit a window alike: the whole
 trace then decides among them (`StacklessRanker.agree`: the files that the most windows fit), and
 copies it cannot tell apart are said to tie (first, the copy the most files import). What a call
 runs is spliced into its caller: helpers by name, by import or by what ``__init__`` bound, the frames
@@ -68,7 +70,16 @@ from tracer.join.program import (
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines, read_source_text
 from tracer.join.spelling import CAST_METHODS, GENERIC_NAMES, FunctionSpellings, spelled, spellings
-from tracer.join.tokens import GETITEM_OPS, OP, QUIET_OPS, SETITEM_OPS, Token, token_of
+from tracer.join.tokens import (
+    BIASED_OPS,
+    GETITEM_OPS,
+    OP,
+    QUIET_OPS,
+    SETITEM_OPS,
+    Token,
+    token_of,
+    with_bias,
+)
 from tracer.join.torch_api import TORCH_API
 from tracer.model.events import NONE, Cat
 
@@ -121,6 +132,8 @@ INSIDE = 0.5  # an op inside the function's part that no point explains
 QUIET_SKIP = 0.05  # a point that may well run no op (a number, a str compare)
 SKIPPED_OP = 0.6  # a torch call or tensor operator on the path that ran no op
 DTYPE_AGAINST = 3.0
+BIAS_FOR = -1.5  # a layer's op whose bias the shapes show, where the source built the layer with one
+BIAS_AGAINST = 0.5  # a bias where the source built none, or none where it built one: another layer
 DTYPE_FOR = -0.5
 RANGE_FOR = -2.0
 SUPPORT_MARGIN = 0.5  # candidates within this of their window's best say their files may have run
@@ -166,6 +179,11 @@ class StacklessCosts:
         if point.kind == VIEWS:
             return QUIET_REWARD / 3 if token.name in QUIET_OPS else None
         if token.name in predicted_ops(point):
+            if token.bias is not None and point.bias is not None:  # the shapes and the source say
+                if token.bias != point.bias:
+                    return BIAS_AGAINST
+                if token.bias:  # a bias is the rarer choice: no bias where none was built says less
+                    return BIAS_FOR
             return QUIET_REWARD if token.name in QUIET_OPS else REWARD
         return BLOCK if runs_a_block(point) else None
 
@@ -217,6 +235,7 @@ class OpWindows:
         tops = np.fromiter(state.top_ops, dtype=np.int64, count=len(state.top_ops))
         tops.sort()
         self._names = table.name
+        self._marked: dict[int, str] = {}  # rows whose window name says more than the op's (its bias)
         self._threads: list[np.ndarray] = []
         self._position = np.full(len(table), -1, dtype=np.int64)
         self._thread_of = np.full(len(table), -1, dtype=np.int64)
@@ -229,7 +248,11 @@ class OpWindows:
             self._position[ordered] = np.arange(len(ordered))
             self._thread_of[ordered] = len(self._threads)
             self._threads.append(ordered)
-            self._codes.append(codes.of(values_at(table.name, ordered)))
+            names = values_at(table.name, ordered)
+            for i, name in enumerate(names):
+                if name in BIASED_OPS and (marked := with_bias(name, table.args[ordered[i]])) != name:
+                    names[i] = self._marked[int(ordered[i])] = marked
+            self._codes.append(codes.of(names))
 
     def ids(self, rows: np.ndarray) -> np.ndarray:
         """A 63-bit hash per row of its thread and window's content (-1 for a row that is no
@@ -275,7 +298,7 @@ class OpWindows:
         rows = self._threads[int(self._thread_of[row])]
         start = max(0, position - WINDOW)
         picked = rows[start : position + WINDOW + 1].tolist()
-        return tuple(self._names[r] for r in picked), position - start
+        return tuple(self._marked.get(r) or self._names[r] for r in picked), position - start
 
 
 # -- the ranking ----------------------------------------------------------------------------------------
@@ -391,13 +414,15 @@ class StacklessRanker:
         self._by_name: dict[str, list[_Function]] = {}  # the functions parsed so far, by name (helpers)
         self._index: dict[str, list[int]] | None = None  # spelled name -> files spelling it
         self._holders: dict[frozenset[str], frozenset[int]] = {}
-        self._importers: Counter | None = None  # file -> how many files import it (`_break_tie`)
+        self._importers: Counter | None = None  # file -> how many files import it (ties)
         self._functions: FunctionSpellings | None = None  # what each function spells (file picking)
         self._definitions: dict[tuple[str, str], list[int]] | None = None  # ("class"/"def", name) -> files
         self._copies: FunctionCopies | None = None
         self._by_file_name: dict[str, _SourceFile] | None = None
         self._digests: dict[str, dict[int, bytes]] = {}  # file -> def line -> its text's digest
         self._support: dict[str, float] = {}  # file -> share of the windows it fits (`agree`)
+        self._fits: dict[tuple, dict[int, float]] = {}  # (program, window, hot) -> point -> cost
+        self._compatible: dict[int, dict] = {}  # program -> token -> its edges (`Alignment`)
         self._supported: list[_SourceFile] = []  # the files by that share, most first
 
     def rank(
@@ -443,8 +468,7 @@ class StacklessRanker:
             expanded = self._expand(function)
             if expanded is None:
                 continue
-            alignment = Alignment(expanded.program, tokens, STACKLESS, local=True, focus=hot)
-            best, _ = alignment.scores(hot)
+            best = self._fit(expanded.program, tokens, hot)
             for p, cost in best.items():
                 if cost > -MIN_FIT or p in expanded.inlined:
                     continue  # too little of the window fits; or a helper's line answers
@@ -467,6 +491,18 @@ class StacklessRanker:
             ),
         )
         return Ranking(tuple(ranked), confidence, evidence)
+
+    def _fit(self, program: Program, tokens: tuple[Token, ...], hot: int) -> dict[int, float]:
+        """{point: cost of the best alignment of the window putting its hot op there}; kept, as
+        `agree` ranks every window again over mostly the same functions."""
+        key = (id(program), tokens, hot)
+        found = self._fits.get(key)
+        if found is None:
+            compatible = self._compatible.setdefault(id(program), {})
+            alignment = Alignment(program, tokens, STACKLESS, local=True, focus=hot, compatible=compatible)
+            found, _ = alignment.scores(hot)
+            self._fits[key] = found
+        return found
 
     def _distinct(self, ranked: list[tuple]) -> list[tuple]:
         """The first `MAX_FUNCTIONS` of `ranked` (items ending in a `_Function`, best first), one per
@@ -622,9 +658,13 @@ class StacklessRanker:
     ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
         if not _tied(candidates, same):
             return candidates, ()
+        return break_tie(candidates, same, self._importer_counts())
+
+    def _importer_counts(self) -> Counter:
+        """File -> how many files import it."""
         if self._importers is None:
             self._importers = importer_counts((f.name, f.text) for f in self._all_files())
-        return break_tie(candidates, same, self._importers)
+        return self._importers
 
     @staticmethod
     def _support_cost(file: str, shares: dict[str, float]) -> float:
@@ -721,6 +761,7 @@ class StacklessRanker:
                                 callee=BY_ATTRIBUTE,
                                 name=callee.target,
                                 dtype=callee.dtype or point.dtype,
+                                bias=callee.bias,
                             )
                         )
                         files.append(function.file.name)

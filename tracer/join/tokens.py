@@ -129,14 +129,33 @@ class Token:
     name: str  # the method, function, module class or aten op
     noise: bool = False  # plumbing every caller shares: cheap to leave unexplained
     user: bool = False  # a Python frame of user code
+    bias: bool | None = None  # an op of a layer with an optional bias: whether it had one (shapes)
+
+
+# ops of layers whose bias is optional (``nn.Linear(..., bias=False)``): their third input is the bias
+BIASED_OPS = frozenset({"aten::linear", "aten::conv1d", "aten::conv2d"})
+# a window's name of such an op says what its shapes showed (`with_bias`; read back by `token_of`)
+_BIAS_MARKS = {True: " (bias)", False: " (no bias)"}
+
+
+def with_bias(name: str, args: dict | None) -> str:
+    """`name`, marked with whether the op's recorded shapes show a bias (unmarked: no shapes)."""
+    dims = args.get("Input Dims") if name in BIASED_OPS and args else None
+    if not isinstance(dims, list) or len(dims) < 3:
+        return name
+    return name + _BIAS_MARKS[bool(dims[2])]
 
 
 @lru_cache(maxsize=65536)
 def token_of(name: str, cat: int) -> Token:
     """The token of a child row: its trace name and category."""
     if cat == Cat.CPU_OP:
+        bias = None
+        for value, mark in _BIAS_MARKS.items():
+            if name.endswith(mark):
+                name, bias = name.removesuffix(mark), value
         op = OPERATOR_ALIASES.get(name, name)
-        return Token(OP, op, noise=op in QUIET_OPS)
+        return Token(OP, op, noise=op in QUIET_OPS, bias=bias)
     if name.startswith("<built-in"):
         method = builtin_name(name) or name
         noise = _CONTAINER_OWNER.search(name) is not None or " of pybind11" in name or method.startswith("_")
