@@ -70,7 +70,7 @@ def test_bindings_of_init_attributes_and_containers() -> None:
     )
     layer = found.classes["Layer"]
     assert layer.attributes["mlp"] == (Binding(CALLED, "Mlp"),)
-    assert Binding(TORCH_OP, "linear") in layer.attributes["proj"]
+    assert Binding(TORCH_OP, "linear", bias=True) in layer.attributes["proj"]  # torch's default bias
     assert {b.target for b in layer.attributes["act"]} == {"SiLU", "silu", "Gelu"}
     assert layer.elements["layers"] == (Binding(CALLED, "Block"),)
 
