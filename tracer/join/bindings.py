@@ -10,7 +10,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from tracer.join.program import last_name
+from tracer.join.program import last_name, module_imports
 from tracer.join.torch_api import TORCH_API
 
 CALLED = "called"  # bound to what calling `target` returns: an instance of a class (or a function's result)
@@ -109,22 +109,12 @@ def _imports(tree: ast.Module) -> dict[str, Imported]:
     """The names a module binds by ``from m import a`` (at module level, also inside ``if``/``try``);
     the first binding of a name wins (``try: from fast import f`` before ``except: from slow ...``)."""
     found: dict[str, Imported] = {}
-
-    def walk(statements: list[ast.stmt]) -> None:
-        for node in statements:
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if alias.name != "*":
-                        imported = Imported(node.level, node.module or "", alias.name)
-                        found.setdefault(alias.asname or alias.name, imported)
-            elif isinstance(node, (ast.If, ast.Try)):
-                walk(node.body)
-                for handler in getattr(node, "handlers", ()):
-                    walk(handler.body)
-                walk(node.orelse)
-                walk(getattr(node, "finalbody", []))
-
-    walk(tree.body)
+    for node in module_imports(tree):
+        for alias in node.names:
+            if alias.name != "*":
+                found.setdefault(
+                    alias.asname or alias.name, Imported(node.level, node.module or "", alias.name)
+                )
     return found
 
 

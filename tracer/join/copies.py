@@ -21,7 +21,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-_HEADER = re.compile(r"^([ \t]*)(class|(?:async[ \t]+)?def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+# a class or def header: its indent, ``class``/``def``/``async def``, its name
+HEADER = re.compile(r"^([ \t]*)(class|(?:async[ \t]+)?def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _MODEL_PREFIX = re.compile(r"\b[A-Z][a-z0-9]+(?=[A-Z])")  # ``Llama`` in ``LlamaRMSNorm``
 _COPIED_FROM = re.compile(r"#\s*Copied from \S+ with (.+)$")  # ... with A->B, a->b
 _CLOSERS = (")", "]", "}")
@@ -49,7 +50,7 @@ def function_texts(text: str) -> list[FunctionText]:
     found = []
     # (indent, name, renames to undo) of the classes and defs around a header
     scopes: list[tuple[int, str, tuple[tuple[str, str], ...]]] = []
-    for match in _HEADER.finditer(text):
+    for match in HEADER.finditer(text):
         indent = len(match.group(1).expandtabs())
         while scopes and scopes[-1][0] >= indent:
             scopes.pop()
@@ -158,4 +159,4 @@ class FunctionCopies:
         return self._by_digest
 
 
-__all__ = ["FunctionCopies", "FunctionText", "function_texts"]
+__all__ = ["HEADER", "FunctionCopies", "FunctionText", "function_texts"]

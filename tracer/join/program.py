@@ -1118,21 +1118,28 @@ def _local_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]
     return frozenset(names)
 
 
+def module_imports(tree: ast.Module):
+    """The ``from m import ...`` statements a module runs at its own level (also inside ``if`` and
+    ``try``), in the order they may run: a ``try`` body before its handlers."""
+    for node in tree.body:
+        yield from _imports_in(node)
+
+
+def _imports_in(node: ast.stmt):
+    if isinstance(node, ast.ImportFrom):
+        yield node
+    elif isinstance(node, (ast.If, ast.Try)):
+        inner = [*node.body, *(s for h in getattr(node, "handlers", ()) for s in h.body), *node.orelse]
+        for statement in (*inner, *getattr(node, "finalbody", ())):
+            yield from _imports_in(statement)
+
+
 def _import_aliases(tree: ast.Module) -> dict[str, tuple[str, ...]]:
     """``from m import a as b`` -> {"b": ("a",)}: the frame of a call of b is named a (module-level
     imports, also inside ``if``/``try`` at module level)."""
     aliases: dict[str, tuple[str, ...]] = {}
-    statements = list(tree.body)
-    while statements:
-        node = statements.pop()
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if alias.asname and alias.asname != alias.name:
-                    aliases[alias.asname] = (*aliases.get(alias.asname, ()), alias.name)
-        elif isinstance(node, (ast.If, ast.Try)):
-            statements.extend(node.body)
-            statements.extend(node.orelse)
-            statements.extend(getattr(node, "finalbody", ()))
-            for handler in getattr(node, "handlers", ()):
-                statements.extend(handler.body)
+    for node in module_imports(tree):
+        for alias in node.names:
+            if alias.asname and alias.asname != alias.name:
+                aliases[alias.asname] = (*aliases.get(alias.asname, ()), alias.name)
     return aliases

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from tracer.join.bindings import TORCH_MODULE_OPS
+from tracer.join.copies import HEADER
 from tracer.join.tokens import QUIET_OPS
 
 # Methods whose op is not named after them.
@@ -41,7 +42,6 @@ _OPERATOR_SPELLINGS = {
 _MODULES_RUNNING: dict[str, tuple[str, ...]] = {}  # op -> the torch.nn modules that run it (``Linear``)
 for _module, _op in TORCH_MODULE_OPS.items():
     _MODULES_RUNNING[_op] = (*_MODULES_RUNNING.get(_op, ()), _module)
-_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 BM25_K1, BM25_B = 1.2, 0.75  # how much a function's size discounts the names it spells
 # Names too common to say which function a call runs (``self.forward(...)``, ``x.apply(...)``).
 GENERIC_NAMES = frozenset(
@@ -79,8 +79,10 @@ class FunctionSpellings:
         file_of: list[int] = []
         sizes: list[int] = []
         index: dict[str, list[int]] = {}
+        self.file_spellings: list[frozenset[str]] = []  # per file, all it spells (= `spelled` of it)
         for file, text in enumerate(texts):
             own = _functions_of(text)
+            self.file_spellings.append(frozenset().union(*(words for _, words in own)))
             by_name = {name: words for name, words in own if name}
             for name, words in own:
                 called = (words & by_name.keys()) - {name} - GENERIC_NAMES
@@ -131,8 +133,9 @@ class FunctionSpellings:
 def _functions_of(text: str) -> list[tuple[str, frozenset[str]]]:
     """(name, what it spells) of each function of `text` (a nested one apart from the function
     around it), and ("", ...) for the module's own code before the first function."""
-    starts = [m.start() for m in _DEF.finditer(text)]
-    names = [m.group(1) for m in _DEF.finditer(text)]
+    defs = [m for m in HEADER.finditer(text) if m.group(2) != "class"]
+    starts = [m.start() for m in defs]
+    names = [m.group(3) for m in defs]
     out = [("", spelled(text[: starts[0]] if starts else text))]
     for i, start in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else len(text)

@@ -44,7 +44,7 @@ from tracer.join.bindings import (
     ModuleBindings,
     module_bindings,
 )
-from tracer.join.copies import FunctionCopies
+from tracer.join.copies import HEADER, FunctionCopies
 from tracer.join.importers import importer_counts
 from tracer.join.program import (
     BY_ATTRIBUTE,
@@ -69,7 +69,7 @@ from tracer.join.program import (
 )
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines, read_source_text
-from tracer.join.spelling import CAST_METHODS, GENERIC_NAMES, FunctionSpellings, spelled, spellings
+from tracer.join.spelling import CAST_METHODS, GENERIC_NAMES, FunctionSpellings, spellings
 from tracer.join.tokens import (
     BIASED_OPS,
     GETITEM_OPS,
@@ -397,7 +397,6 @@ SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
     "property",
     "element",
 )
-_DEFINED = re.compile(r"^[ \t]*(class|def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 MAX_INLINED_POINTS = 600
 
 
@@ -1021,8 +1020,9 @@ class StacklessRanker:
         if self._definitions is None:
             self._definitions = {}
             for i, source_file in enumerate(self._all_files()):
-                for kind, defined in _DEFINED.findall(source_file.text):
-                    self._definitions.setdefault((kind, defined), []).append(i)
+                for header in HEADER.finditer(source_file.text):
+                    kind = "class" if header.group(2) == "class" else "def"  # ``async def`` too
+                    self._definitions.setdefault((kind, header.group(3)), []).append(i)
         indexes = self._definitions.get((keyword, name), [])
         if not indexes or len(indexes) > MAX_DEFINING_FILES:
             return []
@@ -1039,9 +1039,8 @@ class StacklessRanker:
         groups = {frozenset(spellings(token_of(name, Cat.CPU_OP).name)) for name in window}
         groups.discard(frozenset())
         hot_group = frozenset(spellings(hot_op))
-        if self._functions is None:
-            self._functions = FunctionSpellings(f.text for f in files)
         # a window's ops are run by one function and its helpers: files score as their best function
+        assert self._functions is not None  # built with the files
         scores = self._functions.file_scores(sorted(groups, key=sorted), hot_group)
         ranked = sorted(scores.items(), key=lambda item: (-item[1], files[item[0]].name))
         picked = [files[index] for index, score in ranked[:MAX_FILES] if score > 0]
@@ -1104,11 +1103,17 @@ class StacklessRanker:
         if self._files is None:
             from tracer.static.files import discover
 
-            self._files = []
-            for found in discover(self.source.roots) if self.source.roots else ():
-                text = read_source_text(found.absolute)
-                if text is not None:
-                    self._files.append(_SourceFile(found.absolute, found.relative, text, spelled(text)))
+            read = [
+                (found, text)
+                for found in (discover(self.source.roots) if self.source.roots else ())
+                if (text := read_source_text(found.absolute)) is not None
+            ]
+            # what each function spells (file picking), and so what each file spells
+            self._functions = FunctionSpellings(text for _, text in read)
+            self._files = [
+                _SourceFile(found.absolute, found.relative, text, spelled)
+                for (found, text), spelled in zip(read, self._functions.file_spellings)
+            ]
         return self._files
 
 
