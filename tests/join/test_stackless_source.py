@@ -47,6 +47,64 @@ def test_a_big_file_is_picked_by_the_function_that_spells_the_window() -> None:
     assert scores[0] > scores.get(1, 0.0)
 
 
+def _window_scores(texts: list[str], ops: list[str], hot: str) -> dict[int, float]:
+    groups = [g for op in ops if (g := frozenset(spellings(op)))]
+    return FunctionSpellings(texts).file_scores(groups, frozenset(spellings(hot)))
+
+
+def test_a_module_attribute_call_spells_what_the_module_runs() -> None:
+    """``self.q_norm(self.q_proj(x))`` with ``self.q_norm = RMSNorm(...)`` built from a class of the
+    same file and ``self.q_proj = nn.Linear(...)``: the forward spells the norm's ops and the Linear
+    (Qwen3's attention, whose window holds its q/k norms' ops, scored as a function spelling neither)."""
+    attention = textwrap.dedent(
+        """
+        class Attention(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.q_proj = nn.Linear(config.hidden, config.hidden, bias=False)
+                self.q_norm = {norm}(config.head_dim)
+
+            def forward(self, x):
+                return self.q_norm(self.q_proj(x).view(shape)).transpose(1, 2)
+        """
+    )
+    norm = textwrap.dedent(
+        """
+        class RMSNorm(nn.Module):
+            def forward(self, x):
+                return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        """
+    )
+    builds_here = norm + attention.format(norm="RMSNorm")
+    imported = "from .norms import ImportedNorm\n" + attention.format(norm="ImportedNorm")
+    helper_only = norm + "def project(x, w):\n    return x @ w\n"
+    ops = ["aten::linear", "aten::view", "aten::pow", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul"]
+    scores = _window_scores([builds_here, imported, helper_only], ops, "aten::linear")
+    assert scores[0] > max(scores.get(1, 0.0), scores.get(2, 0.0))
+
+
+def test_a_private_op_is_spelled_with_its_underscore() -> None:
+    """``aten::_grouped_mm`` is called as ``torch._grouped_mm(...)`` (transformers' MoE experts): the
+    op's name with its underscore is one of its spellings, so the experts' helper holds it."""
+    assert "_grouped_mm" in spellings("aten::_grouped_mm")
+    assert spellings("aten::copy_") == ("copy", "copy_")  # a trailing underscore: in place, as before
+    experts = textwrap.dedent(
+        """
+        def _grouped_linear(x, weight, offs):
+            return torch._grouped_mm(x.to(weight.dtype), weight, offs=offs)
+
+        def experts_forward(self, x, ids):
+            counts = torch.histc(ids.float(), bins=self.num_experts)
+            offs = torch.cumsum(counts, dim=0)
+            return _grouped_linear(self.act_fn(_grouped_linear(x, self.up, offs)), self.down, offs)
+        """
+    )
+    dense = "def route(self, ids):\n    return torch.cumsum(torch.histc(ids.float(), bins=8), dim=0)\n"
+    ops = ["aten::histc", "aten::cumsum", "aten::_grouped_mm", "aten::silu", "aten::_grouped_mm"]
+    scores = _window_scores([experts, dense], ops, "aten::_grouped_mm")
+    assert scores[0] > scores.get(1, 0.0)
+
+
 def _operators(source: str) -> list[str]:
     programs = ModulePrograms(ast.parse(textwrap.dedent(source)), STACKLESS.skip)
     line, name, _ = next(f for f in programs.functions() if f[1] == "f")

@@ -49,6 +49,16 @@ _SAME_MODULE_METHODS = frozenset(
 _ACTIVATION_TABLE = re.compile(r"(?i)^act(2|_|ivations?$|s?$)")
 _ACTIVATION_GETTER = re.compile(r"(?i)^get_act(ivation)?(_fn|_layer|_cls)?$")
 _CONTAINERS = frozenset({"ModuleList", "list", "tuple"})
+_TOP_TABLES = re.compile(r"^(ACT2[A-Z]*|ACTIVATIONS?)[ \t]*[=:]", re.MULTILINE)  # ``ACT2FN = ...``
+_TOP_DEFS = re.compile(r"^def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+
+
+def defines_activations(text: str) -> bool:
+    """Whether a module's text defines an activation table or getter at its top level (transformers'
+    ``activations.py`` with ``ACT2FN``, SGLang's ``get_act_fn``): where a chosen activation's op runs."""
+    return _TOP_TABLES.search(text) is not None or any(
+        _ACTIVATION_GETTER.search(name) for name in _TOP_DEFS.findall(text)
+    )
 
 
 @dataclass(frozen=True)
@@ -363,5 +373,6 @@ __all__ = [
     "Imported",
     "ModuleBindings",
     "bindings_of",
+    "defines_activations",
     "module_bindings",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 # a class or def header: its indent, ``class``/``def``/``async def``, its name
@@ -48,18 +48,16 @@ def function_texts(text: str) -> list[FunctionText]:
     for line in lines:
         starts.append(starts[-1] + len(line) + 1)
     found = []
-    # (indent, name, renames to undo) of the classes and defs around a header
-    scopes: list[tuple[int, str, tuple[tuple[str, str], ...]]] = []
-    for match in HEADER.finditer(text):
-        indent = len(match.group(1).expandtabs())
-        while scopes and scopes[-1][0] >= indent:
-            scopes.pop()
-        qualname = ".".join([*(scope[1] for scope in scopes), match.group(3)])
+    renamed: dict[int, tuple[tuple[str, str], ...]] = {}  # a header's start -> the renames to undo
+    for match, around in scoped_headers(text):
+        qualname = ".".join([*(scope.group(3) for scope in around), match.group(3)])
         at = bisect.bisect_right(starts, match.start()) - 1  # the header's 0-based line
-        renames = (scopes[-1][2] if scopes else ()) + _renames(lines, at)
-        scopes.append((indent, match.group(3), renames))
+        renames = renamed[match.start()] = (renamed[around[-1].start()] if around else ()) + _renames(
+            lines, at
+        )
         if match.group(2) == "class":
             continue
+        indent = len(match.group(1).expandtabs())
         kept: list[int] = []
         normal: list[str] = []
         quote = None
@@ -93,6 +91,18 @@ def function_texts(text: str) -> list[FunctionText]:
         digest = hashlib.blake2b("\n".join(normal).encode(), digest_size=8).digest()
         found.append(FunctionText(at + 1, match.group(3), qualname, digest, tuple(kept)))
     return found
+
+
+def scoped_headers(text: str) -> Iterator[tuple[re.Match[str], tuple[re.Match[str], ...]]]:
+    """Each class/def header of `text`, with the headers of the classes and defs around it,
+    outermost first."""
+    scopes: list[tuple[int, re.Match[str]]] = []
+    for match in HEADER.finditer(text):
+        indent = len(match.group(1).expandtabs())
+        while scopes and scopes[-1][0] >= indent:
+            scopes.pop()
+        yield match, tuple(scope for _, scope in scopes)
+        scopes.append((indent, match))
 
 
 def _renames(lines: list[str], at: int) -> tuple[tuple[str, str], ...]:
@@ -159,4 +169,4 @@ class FunctionCopies:
         return self._by_digest
 
 
-__all__ = ["HEADER", "FunctionCopies", "FunctionText", "function_texts"]
+__all__ = ["HEADER", "FunctionCopies", "FunctionText", "function_texts", "scoped_headers"]

@@ -8,7 +8,10 @@ its `spellings` (``aten::mul``: ``*`` or ``mul``; ``aten::copy_``: ``copy`` or `
 helpers of its file it calls spell, rare names counting most): a window's ops are run by one function
 and the helpers it calls, and a big module (SGLang's ``memory_pool.py``, 3,000 lines) spells every
 common name somewhere, so that at file level it looks like every other big file and loses to small
-ones on the length norm. A file scores as its best function.
+ones on the length norm. A file scores as its best function. A function reaches what the helpers of
+its file it calls by name spell, and what the modules it calls through an attribute run: with
+``self.q_norm = Qwen3RMSNorm(...)`` in its class, ``self.q_norm(x)`` spells that class's forward, and
+with ``self.q_proj = nn.Linear(...)``, ``self.q_proj(x)`` spells ``Linear``.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from tracer.join.bindings import TORCH_MODULE_OPS
-from tracer.join.copies import HEADER
+from tracer.join.copies import scoped_headers
 from tracer.join.tokens import QUIET_OPS
 
 # Methods whose op is not named after them.
@@ -28,6 +32,9 @@ CAST_METHODS = frozenset(
 STORE = "]="  # what text spells when it stores into a subscript (``x[i] = v``)
 _STORES = re.compile(r"\]\s*=[^=]")
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
+# ``self.norm = RMSNorm(``, ``self.q_proj = nn.Linear(``
+_BUILDS = re.compile(r"\bself\.([A-Za-z_]\w*)\s*=\s*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\(")
+MODULE_CALLS = ("forward", "__call__")  # what calling a module (``self.norm(x)``) runs
 _OPERATORS = "*+-/@["
 _OPERATOR_SPELLINGS = {
     "aten::mul": ("*",),
@@ -64,14 +71,17 @@ def spellings(op: str) -> tuple[str, ...]:
         return _OPERATOR_SPELLINGS[op]
     if op in ("aten::to", "aten::_to_copy"):
         return tuple(CAST_METHODS)
-    name = op.removeprefix("aten::").strip("_")
+    raw = op.removeprefix("aten::")
+    name = raw.strip("_")
     in_place = (f"{name}_",) if op.endswith("_") else ()  # ``x.copy_(y)`` spells ``copy_``
-    return (name, *in_place, *_MODULES_RUNNING.get(name, ()))
+    private = (raw,) if raw.startswith("_") else ()  # ``torch._grouped_mm(...)``
+    return (name, *in_place, *private, *_MODULES_RUNNING.get(name, ()))
 
 
 class FunctionSpellings:
-    """Every function of a set of files with what it spells (its own text's and that of the
-    functions of its file it calls by name), and BM25 scores of files by their best function."""
+    """Every function of a set of files with what it spells (its own text's, that of the functions
+    of its file it calls by name and of the modules it calls through attributes of its class), and
+    BM25 scores of files by their best function."""
 
     def __init__(self, texts: Iterable[str]) -> None:
         import numpy as np
@@ -82,11 +92,23 @@ class FunctionSpellings:
         self.file_spellings: list[frozenset[str]] = []  # per file, all it spells (= `spelled` of it)
         for file, text in enumerate(texts):
             own = _functions_of(text)
-            self.file_spellings.append(frozenset().union(*(words for _, words in own)))
-            by_name = {name: words for name, words in own if name}
-            for name, words in own:
-                called = (words & by_name.keys()) - {name} - GENERIC_NAMES
-                reach = words.union(*(by_name[c] for c in called)) if called else words
+            self.file_spellings.append(frozenset().union(*(f.words for f in own)))
+            by_name = {f.name: f.words for f in own if f.name}
+            forwards = {f.owner: f.words for f in own if f.owner and f.name in MODULE_CALLS}
+            modules: dict[str, dict[str, str]] = {}  # class -> its attributes built from a class here
+            for f in own:
+                if f.owner:
+                    modules.setdefault(f.owner, {}).update(f.modules)
+            for f in own:
+                called = (f.words & by_name.keys()) - {f.name} - GENERIC_NAMES
+                # ``self.q_norm(x)`` with ``self.q_norm = Qwen3RMSNorm(...)``: that class's forward
+                built = modules.get(f.owner, {})
+                runs = {built[w] for w in f.words if w in built} - {f.owner}
+                reach = f.words.union(
+                    *(by_name[c] for c in called),
+                    *(forwards[c] for c in runs if c in forwards),
+                    runs & TORCH_MODULE_OPS.keys(),  # ``self.q_proj(x)``: spells the Linear it runs
+                )
                 for word in reach:
                     index.setdefault(word, []).append(len(file_of))
                 file_of.append(file)
@@ -130,16 +152,31 @@ class FunctionSpellings:
         return dict(zip(files.tolist(), best[files].tolist()))
 
 
-def _functions_of(text: str) -> list[tuple[str, frozenset[str]]]:
-    """(name, what it spells) of each function of `text` (a nested one apart from the function
-    around it), and ("", ...) for the module's own code before the first function."""
-    defs = [m for m in HEADER.finditer(text) if m.group(2) != "class"]
-    starts = [m.start() for m in defs]
-    names = [m.group(3) for m in defs]
-    out = [("", spelled(text[: starts[0]] if starts else text))]
-    for i, start in enumerate(starts):
-        end = starts[i + 1] if i + 1 < len(starts) else len(text)
-        out.append((names[i], spelled(text[start:end])))
+@dataclass(frozen=True)
+class _Spelled:
+    """One function of a file's text: what it spells, and the attributes it builds from a class
+    (``self.q_norm = Qwen3RMSNorm(...)``: q_norm -> Qwen3RMSNorm)."""
+
+    name: str  # "" for the module's own code
+    owner: str  # the class it is a method of, "" if none
+    words: frozenset[str]
+    modules: dict[str, str]
+
+
+def _functions_of(text: str) -> list[_Spelled]:
+    """Each function of `text` (a nested one apart from the function around it), and the module's
+    own code before the first function (named "")."""
+    defs: list[tuple[re.Match[str], str]] = []  # each def, and the class it is a method of ("" if none)
+    for header, around in scoped_headers(text):
+        if header.group(2) != "class":
+            in_class = bool(around) and around[-1].group(2) == "class"
+            defs.append((header, around[-1].group(3) if in_class else ""))
+    starts = [header.start() for header, _ in defs]
+    out = [_Spelled("", "", spelled(text[: starts[0]] if starts else text), {})]
+    for i, (header, owner) in enumerate(defs):
+        body = text[starts[i] : starts[i + 1] if i + 1 < len(starts) else len(text)]
+        built = dict(_BUILDS.findall(body)) if owner else {}
+        out.append(_Spelled(header.group(3), owner, spelled(body), built))
     return out
 
 

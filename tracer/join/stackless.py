@@ -23,6 +23,7 @@ function itself again (recursion). The answer is always a ranking, said so, with
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -42,6 +43,8 @@ from tracer.join.bindings import (
     TORCH_OP,
     Binding,
     ModuleBindings,
+    bindings_of,
+    defines_activations,
     module_bindings,
 )
 from tracer.join.copies import HEADER, FunctionCopies
@@ -69,7 +72,7 @@ from tracer.join.program import (
 )
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines, read_source_text
-from tracer.join.spelling import CAST_METHODS, GENERIC_NAMES, FunctionSpellings, spellings
+from tracer.join.spelling import CAST_METHODS, GENERIC_NAMES, MODULE_CALLS, FunctionSpellings, spellings
 from tracer.join.tokens import (
     BIASED_OPS,
     GETITEM_OPS,
@@ -398,6 +401,12 @@ SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
     "element",
 )
 MAX_INLINED_POINTS = 600
+MAX_ACTIVATION_HOMES = 8  # files defining activation tables or getters looked into (more: none)
+# ``self.<name>`` outside a class: bound as the source's classes bind it when this share of at least
+# this many single-line assignments agree
+ATTRIBUTE_QUORUM = 0.9
+ATTRIBUTE_MIN_ASSIGNMENTS = 5
+_SELF_ASSIGNED = re.compile(r"^[ \t]+self\.([A-Za-z_]\w*)[ \t]*=[ \t]*([^=\n][^\n]*)$", re.MULTILINE)
 
 
 class StacklessRanker:
@@ -423,6 +432,9 @@ class StacklessRanker:
         self._fits: dict[tuple, dict[int, float]] = {}  # (program, window, hot) -> point -> cost
         self._compatible: dict[int, dict] = {}  # program -> token -> its edges (`Alignment`)
         self._supported: list[_SourceFile] = []  # the files by that share, most first
+        self._assigned: dict[str, list[str]] | None = None  # attribute -> ``self.<it> = ...`` values
+        self._activation_homes: list[_SourceFile] | None = None  # files defining ACT2FN, get_act_fn
+        self._activations: dict[str, list[tuple[str, int, str]]] = {}  # op -> its activations' lines
 
     def rank(
         self,
@@ -469,14 +481,20 @@ class StacklessRanker:
                 continue
             best = self._fit(expanded.program, tokens, hot)
             for p, cost in best.items():
-                if cost > -MIN_FIT or p in expanded.inlined:
-                    continue  # too little of the window fits; or a helper's line answers
-                candidate = self._judge(expanded, p, cost, words, target_dtype)
-                if candidate.score > -MIN_FIT:
-                    continue  # what speaks against it outweighs the fit
-                key = (candidate.file, candidate.line)
-                if key not in scored or candidate.score < scored[key].score:
-                    scored[key] = candidate
+                if cost > -MIN_FIT:
+                    continue  # too little of the window fits
+                if p in expanded.inlined:  # a helper's line answers ...
+                    if expanded.program.points[p].name != ACTIVATION or hot_op not in ACTIVATION_OPS:
+                        continue
+                    found = self._activation_candidates(expanded, p, cost, hot_op)  # ... the activation's
+                else:
+                    found = [self._judge(expanded, p, cost, words, target_dtype)]
+                for candidate in found:
+                    if candidate.score > -MIN_FIT:
+                        continue  # what speaks against it outweighs the fit
+                    key = (candidate.file, candidate.line)
+                    if key not in scored or candidate.score < scored[key].score:
+                        scored[key] = candidate
         ranked = sorted(scored.values(), key=lambda c: (c.score, c.file, c.line))[:MAX_CANDIDATES]
         if not ranked:
             return Ranking(
@@ -566,6 +584,58 @@ class StacklessRanker:
             tuple(reasons_for),
             tuple(reasons_against),
         )
+
+    def _activation_candidates(
+        self, expanded: _Expanded, p: int, cost: float, hot_op: str
+    ) -> list[Candidate]:
+        """The window fits a call of an activation chosen by a config value (``self.act_fn(x)``,
+        ``ACT2FN[config.hidden_act]``) at point `p`: the lines of the activations that run `hot_op`,
+        each scored by that fit (which activation the config chose, the source cannot say)."""
+        caller = expanded.functions[p]
+        return [
+            Candidate(
+                file,
+                line,
+                round(cost, 4),
+                function,
+                reasons_for=(
+                    (
+                        f"the ops around it fit `{caller}` (score {-cost:.1f}), which calls an activation "
+                        f"chosen by a config value; `{function}` runs {hot_op}"
+                    ),
+                ),
+            )
+            for file, line, function in self._activation_lines(hot_op)
+        ]
+
+    def _activation_lines(self, hot_op: str) -> list[tuple[str, int, str]]:
+        """(file, line, module) of each line of a module's forward that runs `hot_op`, in the files that
+        define an activation table or getter (`bindings.defines_activations`)."""
+        found = self._activations.get(hot_op)
+        if found is None:
+            if self._activation_homes is None:
+                homes = [f for f in self._all_files() if defines_activations(f.text)]
+                self._activation_homes = homes if len(homes) <= MAX_ACTIVATION_HOMES else []
+            found = []
+            for home in self._activation_homes:
+                self._parse_file(home)
+                for function in home.functions:
+                    if (
+                        function.owner is None
+                        or function.name not in MODULE_CALLS
+                        or hot_op not in function.bag
+                    ):
+                        continue
+                    expanded = self._expand(function)
+                    lines = () if expanded is None else expanded.program.points
+                    found.extend(
+                        (home.name, point.line, f"{function.owner}.{function.name}")
+                        for q, point in enumerate(lines)
+                        if q not in expanded.inlined  # type: ignore[union-attr]
+                        and hot_op in CALL_OPS.get(point.name, (f"aten::{point.name}",))
+                    )
+            found = self._activations[hot_op] = list(dict.fromkeys(found))
+        return found
 
     # -- copies: which file ran, from the whole trace ---------------------------------------------------
     def agree(self) -> dict[int, tuple[Ranking, Ranking]]:
@@ -844,6 +914,8 @@ class StacklessRanker:
             elif receiver == SELF:
                 for binding in self._attribute_bindings(owner, name, caller.file):
                     found.extend(self._bound(binding, caller.file))
+        elif receiver == SELF and not owner:
+            found.extend(self._attribute_anywhere(name))
         elif receiver == ELEMENT and name + ELEMENTS in caller.bindings:  # a local container
             for binding in caller.bindings[name + ELEMENTS]:
                 found.extend(self._bound(binding, caller.file))
@@ -944,6 +1016,33 @@ class StacklessRanker:
                 if method is not None:
                     return method
         return None
+
+    def _attribute_anywhere(self, name: str) -> tuple[Binding, ...]:
+        """``self.<name>`` in a function of no class (transformers' experts and attention functions,
+        attached to classes elsewhere): the torch op the source's classes bind that attribute to,
+        where nearly all of them agree (``self.act_fn = ACT2FN[config.hidden_act]``); else nothing."""
+        if self._assigned is None:
+            self._assigned = {}
+            for source_file in self._all_files():
+                if "self." not in source_file.text:
+                    continue
+                for attribute, value in _SELF_ASSIGNED.findall(source_file.text):
+                    self._assigned.setdefault(attribute, []).append(value)
+        votes: Counter = Counter()
+        for value in self._assigned.get(name, ()):
+            try:
+                expression = ast.parse(value.strip(), mode="eval").body
+            except SyntaxError:
+                continue  # a value over several lines: not counted
+            bound = tuple(b for b in bindings_of(expression) if b.kind == TORCH_OP)
+            if bound and all(b.target == ACTIVATION or f"aten::{b.target}" in ACTIVATION_OPS for b in bound):
+                bound = (Binding(TORCH_OP, ACTIVATION),)  # ``nn.GELU()`` here, ``ACT2FN[...]`` there
+            votes[bound] += 1
+        if not votes:
+            return ()
+        bound, count = votes.most_common(1)[0]
+        agreed = count >= ATTRIBUTE_QUORUM * sum(votes.values()) and count >= ATTRIBUTE_MIN_ASSIGNMENTS
+        return bound if agreed else ()
 
     def _attribute_bindings(self, owner: str, name: str, source_file: _SourceFile, elements: bool = False):
         found = self._class(owner, source_file)

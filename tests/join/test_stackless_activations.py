@@ -1,0 +1,128 @@
+"""Without stacks, an activation chosen by a config value answers in the activation's own line:
+transformers' MoE experts (``integrations/moe.py``) are module-level functions taking ``self`` that
+call ``self.act_fn(...)``, bound by the classes they are attached to as
+``self.act_fn = ACT2FN[config.hidden_act]``. The ops around the ``aten::silu`` fit the experts
+function; the line that ran it is ``SiLUActivation.forward``'s in the file that defines ``ACT2FN``."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tracer.api import explain_trace
+from tracer.join.bindings import defines_activations
+
+ACTIVATIONS = """
+import torch
+from torch import nn
+
+
+class SiLUActivation(nn.Module):
+    def forward(self, x):
+        return nn.functional.silu(x)
+
+
+class GELUActivation(nn.Module):
+    def forward(self, x):
+        return nn.functional.gelu(x)
+
+
+ACT2CLS = {"silu": SiLUActivation, "gelu": GELUActivation}
+ACT2FN = {name: cls() for name, cls in ACT2CLS.items()}
+"""
+EXPERTS = """
+import torch
+
+
+def experts_forward(self, x, weights):
+    gate, up = (x @ self.gate_up).chunk(2, dim=-1)
+    hidden = self.act_fn(gate) * up
+    out = hidden @ self.down
+    return out * weights.unsqueeze(-1)
+"""
+# Classes that bind ``act_fn`` as transformers' do: by the config's name (and one with a module)
+MODELS = """
+import torch
+from torch import nn
+
+from .activations import ACT2FN
+from .experts import experts_forward
+
+{mlps}
+
+class Experts(nn.Module):
+    def __init__(self, hidden_act="silu"):
+        super().__init__()
+        self.gate_up = nn.Parameter(torch.randn(8, 16))
+        self.down = nn.Parameter(torch.randn(8, 8))
+        self.act_fn = ACT2FN[hidden_act]
+
+    forward = experts_forward
+"""
+MLP = """
+class MLP{i}(nn.Module):
+    def __init__(self, hidden_act):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.act_fn = {value}
+
+    def forward(self, x):
+        return self.proj(self.act_fn(x))
+"""
+
+
+def test_the_file_that_defines_an_activation_table_or_getter() -> None:
+    assert defines_activations(ACTIVATIONS)
+    assert defines_activations("def get_act_fn(name):\n    return ACTS[name]\n")
+    assert not defines_activations(EXPERTS)
+    assert not defines_activations("def act_quant(x):\n    return x\n")  # not a getter
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("activations") / "actpkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "activations.py").write_text(textwrap.dedent(ACTIVATIONS))
+    (root / "experts.py").write_text(textwrap.dedent(EXPERTS))
+    values = ["ACT2FN[hidden_act]"] * 9 + ["nn.GELU()"]  # a module is an activation too
+    mlps = "\n".join(MLP.format(i=i, value=value) for i, value in enumerate(values))
+    (root / "models.py").write_text(MODELS.format(mlps=mlps))
+    return root
+
+
+def _trace(package: Path, out: Path) -> Path:
+    import torch
+
+    sys.path.insert(0, str(package.parent))
+    try:
+        models = importlib.import_module("actpkg.models")
+    finally:
+        sys.path.remove(str(package.parent))
+    experts = models.Experts()
+    x, weights = torch.randn(4, 8), torch.rand(4)
+    with (
+        torch.no_grad(),
+        torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=False) as prof,
+    ):
+        for _ in range(3):
+            experts(x, weights)
+    prof.export_chrome_trace(str(out))
+    return out
+
+
+def test_a_chosen_activation_answers_in_its_own_line(package: Path, tmp_path: Path) -> None:
+    analysis = explain_trace(_trace(package, tmp_path / "experts.json"), source=[package])
+    silu = [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == "aten::silu"]
+    assert silu
+    line = next(
+        i for i, text in enumerate(ACTIVATIONS.strip("\n").splitlines(), 2) if "functional.silu" in text
+    )
+    for origin in silu:
+        assert (origin.file, origin.line) == ("actpkg/activations.py", line), origin.candidates
+        assert origin.answer == "ranked" and origin.confidence < 0.5  # still a ranking
+        assert any("chosen by a config value" in e for e in origin.evidence), origin.evidence
