@@ -1360,7 +1360,7 @@ def break_tie(
     files = ", ".join(dict.fromkeys(c.file for c in ordered))
     holders = len({file for file, *_ in same.of(tied[0].file, tied[0].line)})
     said = (
-        f"a tie: the same line of `{tied[0].function}` and its copies fits about alike in {files} "
+        f"a tie: the same line of `{ordered[0].function}` and its copies fits about alike in {files} "
         f"({holders} files hold the function); which of them ran, the trace cannot tell; first, the "
         f"copy most files import ({importers[ordered[0].file]})"
     )
