@@ -433,6 +433,7 @@ class StacklessRanker:
         self._compatible: dict[int, dict] = {}  # program -> token -> its edges (`Alignment`)
         self._supported: list[_SourceFile] = []  # the files by that share, most first
         self._assigned: dict[str, list[str]] | None = None  # attribute -> ``self.<it> = ...`` values
+        self._anywhere: dict[str, tuple[Binding, ...]] = {}  # attribute -> what they agree it runs
         self._activation_homes: list[_SourceFile] | None = None  # files defining ACT2FN, get_act_fn
         self._activations: dict[str, list[tuple[str, int, str]]] = {}  # op -> its activations' lines
 
@@ -592,12 +593,15 @@ class StacklessRanker:
         ``ACT2FN[config.hidden_act]``) at point `p`: the lines of the activations that run `hot_op`,
         each scored by that fit (which activation the config chose, the source cannot say)."""
         caller = expanded.functions[p]
+        sites = {(file, line): self._site_at(file, line) for file, line, _ in self._activation_lines(hot_op)}
         return [
             Candidate(
                 file,
                 line,
                 round(cost, 4),
                 function,
+                site.id if (site := sites[file, line]) is not None else None,
+                (site.rule or None) if site is not None else None,
                 reasons_for=(
                     (
                         f"the ops around it fit `{caller}` (score {-cost:.1f}), which calls an activation "
@@ -627,11 +631,12 @@ class StacklessRanker:
                     ):
                         continue
                     expanded = self._expand(function)
-                    lines = () if expanded is None else expanded.program.points
+                    if expanded is None:
+                        continue
                     found.extend(
                         (home.name, point.line, f"{function.owner}.{function.name}")
-                        for q, point in enumerate(lines)
-                        if q not in expanded.inlined  # type: ignore[union-attr]
+                        for q, point in enumerate(expanded.program.points)
+                        if q not in expanded.inlined
                         and hot_op in CALL_OPS.get(point.name, (f"aten::{point.name}",))
                     )
             found = self._activations[hot_op] = list(dict.fromkeys(found))
@@ -1021,6 +1026,12 @@ class StacklessRanker:
         """``self.<name>`` in a function of no class (transformers' experts and attention functions,
         attached to classes elsewhere): the torch op the source's classes bind that attribute to,
         where nearly all of them agree (``self.act_fn = ACT2FN[config.hidden_act]``); else nothing."""
+        found = self._anywhere.get(name)
+        if found is None:
+            found = self._anywhere[name] = self._agreed_binding(name)
+        return found
+
+    def _agreed_binding(self, name: str) -> tuple[Binding, ...]:
         if self._assigned is None:
             self._assigned = {}
             for source_file in self._all_files():
