@@ -75,7 +75,16 @@ class MLP{i}(nn.Module):
 """
 
 
-def test_the_file_that_defines_an_activation_table_or_getter() -> None:
+def test_the_file_that_defines_an_activation_table_or_getter(
+    transformers_src: Path, sglang_root: Path
+) -> None:
+    transformers = [
+        str(path.relative_to(transformers_src))
+        for path in sorted((transformers_src / "transformers").rglob("*.py"))
+        if defines_activations(path.read_text(errors="replace"))
+    ]
+    assert transformers == ["transformers/activations.py"]  # ACT2FN, ACT2CLS, get_activation
+    assert defines_activations((sglang_root / "sglang/srt/layers/activation.py").read_text())  # get_act_fn
     assert defines_activations(ACTIVATIONS)
     assert defines_activations("def get_act_fn(name):\n    return ACTS[name]\n")
     assert not defines_activations(EXPERTS)

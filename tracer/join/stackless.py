@@ -593,24 +593,25 @@ class StacklessRanker:
         ``ACT2FN[config.hidden_act]``) at point `p`: the lines of the activations that run `hot_op`,
         each scored by that fit (which activation the config chose, the source cannot say)."""
         caller = expanded.functions[p]
-        sites = {(file, line): self._site_at(file, line) for file, line, _ in self._activation_lines(hot_op)}
-        return [
-            Candidate(
-                file,
-                line,
-                round(cost, 4),
-                function,
-                site.id if (site := sites[file, line]) is not None else None,
-                (site.rule or None) if site is not None else None,
-                reasons_for=(
-                    (
-                        f"the ops around it fit `{caller}` (score {-cost:.1f}), which calls an activation "
-                        f"chosen by a config value; `{function}` runs {hot_op}"
-                    ),
-                ),
+        candidates = []
+        for file, line, function in self._activation_lines(hot_op):
+            site = self._site_at(file, line)
+            reason = (
+                f"the ops around it fit `{caller}` (score {-cost:.1f}), which calls an activation chosen by "
+                f"a config value; `{function}` runs {hot_op}"
             )
-            for file, line, function in self._activation_lines(hot_op)
-        ]
+            candidates.append(
+                Candidate(
+                    file,
+                    line,
+                    round(cost, 4),
+                    function,
+                    site.id if site is not None else None,
+                    (site.rule or None) if site is not None else None,
+                    reasons_for=(reason,),
+                )
+            )
+        return candidates
 
     def _activation_lines(self, hot_op: str) -> list[tuple[str, int, str]]:
         """(file, line, module) of each line of a module's forward that runs `hot_op`, in the files that
