@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tracer.join.columns import column, sorted_by_start, start_order
 from tracer.join.sweep import stack_tops
 from tracer.model.events import NONE, Cat, EventTable
-from tracer.model.threads import thread_numbers
+from tracer.model.threads import one_thread, thread_numbers
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,9 +36,10 @@ def thread_lanes(table: EventTable, rows) -> np.ndarray | None:
     picked = np.asarray(rows, dtype=np.int64)
     if len(picked) == 0:
         return None
-    thread = thread_numbers(column(table.pid)[picked], column(table.tid)[picked])
-    if thread.max() == 0:
+    pids, tids = column(table.pid)[picked], column(table.tid)[picked]
+    if one_thread(pids, tids):
         return None
+    thread = thread_numbers(pids, tids)
     starts = column(table.ts_ns)[picked]
     durations = column(table.dur_ns)[picked]
     if durations.min() < 0 or durations.max() >= 1 << _DUR_BITS:

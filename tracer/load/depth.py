@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.model.events import Cat, EventTable
-from tracer.model.threads import thread_numbers
+from tracer.model.threads import one_thread, thread_numbers
 
 MAX_DEPTH = {
     Cat.USER_ANNOTATION: 256,
@@ -46,7 +46,8 @@ def _depths(table: EventTable, rows: np.ndarray) -> np.ndarray:
     end = start + np.asarray(table.dur_ns, dtype=np.int64)[rows]
     lanes = _lanes(pid, tid, start, end)
     if lanes is not None:  # all threads in one pass: each thread's times shifted past the one before
-        start, end = start + lanes, end + lanes
+        if not isinstance(lanes, int):
+            start, end = start + lanes, end + lanes
         # kind="stable" (timsort): a trace's rows come nearly in start order, and timsort takes the
         # runs as they are (1 ms for 1M python frames, where the default quicksort takes 60 ms).
         begun = np.searchsorted(np.sort(start, kind="stable"), start, side="right")
@@ -65,12 +66,14 @@ def _depths(table: EventTable, rows: np.ndarray) -> np.ndarray:
     return depth
 
 
-def _lanes(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+def _lanes(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | int | None:
     """A shift per row that lays each thread's times after the previous thread's, so that rows of
-    other threads count alike among those started and those ended (their counts cancel); None when
-    the shifted times would not fit in int64."""
+    other threads count alike among those started and those ended (their counts cancel); 0 (no
+    shift) when all rows are of one thread; None when the shifted times would not fit in int64."""
     if len(start) == 0:
         return None
+    if one_thread(pid, tid):
+        return 0
     span = int(end.max()) - int(start.min()) + 1
     thread = thread_numbers(pid, tid)
     lanes = int(thread.max()) + 1
