@@ -143,6 +143,11 @@ SUPPORT_MARGIN = 0.5  # candidates within this of their window's best say their 
 SUPPORT_AGAINST = 1.0  # times (1 - the share of the trace's windows its file fits, of the best file's)
 TIE_MARGIN = 0.05  # copies this close in score (5% of the windows' share) are said to tie
 SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window again
+SUPPORTED_FUNCTIONS = 3  # ... their functions aligned with each window, past `MAX_FUNCTIONS`
+AGREE_ROUNDS = 2  # rankings again with the files the ranking before fit
+COVER_ROUNDS = 8  # ... after the files that together fit the windows (`_covering`): rounds of picks
+COVER_TIED = 4  # ... files picked in one round, of those that fit as many windows (copies)
+COVER_MIN_WINDOWS = 3  # ... each fitting at least these windows the ones before it do not
 
 
 def runs_a_block(point: CallPoint) -> bool:
@@ -341,6 +346,9 @@ class Ranking:
     candidates: tuple[Candidate, ...]
     confidence: float
     evidence: tuple[str, ...]
+    # (file, line) of every candidate within `SUPPORT_MARGIN` of the best, past `MAX_CANDIDATES`: which
+    # files may have run, when more copies tie than a ranking lists
+    near: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -406,6 +414,10 @@ MAX_ACTIVATION_HOMES = 8  # files defining activation tables or getters looked i
 # this many single-line assignments agree
 ATTRIBUTE_QUORUM = 0.9
 ATTRIBUTE_MIN_ASSIGNMENTS = 5
+# a ``@dataclass`` (``@dataclass(...)``, ``@dataclasses.dataclass``) class at any depth, other decorators around
+_DATACLASS = re.compile(
+    r"^[ \t]*@(?:dataclasses\.)?dataclass\b[^\n]*\n(?:[ \t]*@[^\n]*\n)*[ \t]*class[ \t]+(\w+)", re.MULTILINE
+)
 _SELF_ASSIGNED = re.compile(r"^[ \t]+self\.([A-Za-z_]\w*)[ \t]*=[ \t]*([^=\n][^\n]*)$", re.MULTILINE)
 
 
@@ -434,6 +446,7 @@ class StacklessRanker:
         self._supported: list[_SourceFile] = []  # the files by that share, most first
         self._assigned: dict[str, list[str]] | None = None  # attribute -> ``self.<it> = ...`` values
         self._anywhere: dict[str, tuple[Binding, ...]] = {}  # attribute -> what they agree it runs
+        self._records: frozenset[str] | None = None  # class names that are dataclasses (`_is_record`)
         self._activation_homes: list[_SourceFile] | None = None  # files defining ACT2FN, get_act_fn
         self._activations: dict[str, list[tuple[str, int, str]]] = {}  # op -> its activations' lines
 
@@ -473,6 +486,14 @@ class StacklessRanker:
         # copies of one function (same text, same ops with their helpers) align alike: one of them
         # is aligned (`agree` later answers in each copy), so that the places go to different code
         picked = self._distinct(by_calls) + self._distinct(by_own)
+        # the files the whole trace fits (`agree`) are aligned past the caps: their best few functions
+        supported = {id(f) for f in self._supported}
+        per_file: Counter = Counter()
+        for item in by_calls:
+            source_file = item[-1].file
+            if id(source_file) in supported and per_file[source_file.name] < SUPPORTED_FUNCTIONS:
+                per_file[source_file.name] += 1
+                picked.append(item)
         functions = list({id(item[-1]): item for item in picked}.values())
         words = _range_words(ranges)
         scored: dict[tuple[str, int], Candidate] = {}
@@ -508,7 +529,8 @@ class StacklessRanker:
                 "fit each function's source, in order"
             ),
         )
-        return Ranking(tuple(ranked), confidence, evidence)
+        near = tuple(sorted(key for key, c in scored.items() if c.score <= ranked[0].score + SUPPORT_MARGIN))
+        return Ranking(tuple(ranked), confidence, evidence, near)
 
     def _fit(self, program: Program, tokens: tuple[Token, ...], hot: int) -> dict[int, float]:
         """{point: cost of the best alignment of the window putting its hot op there}; kept, as
@@ -659,24 +681,22 @@ class StacklessRanker:
         if len(first) < 2:
             return {}
         same = _SameLines(self._function_copies())
-        self._support = _shares(_windows_fitting(first.values(), same))
-        by_name = {f.name: f for f in self._all_files()}
-        self._supported = [
-            by_name[name]
-            for name, _ in sorted(self._support.items(), key=lambda item: (-item[1], item[0]))
-            if name in by_name
-        ]
-        self._rankings.clear()
-        again = {key: self.rank(*key) for key in first}
-        second = {key: ranking for key, ranking in again.items() if ranking.candidates}
-        counts = _windows_fitting(second.values(), same)
-        shares = _shares(counts)
+        second = first
+        for _ in range(AGREE_ROUNDS):  # each round ranks knowing which files the one before fit
+            self._support = _shares(_windows_fitting(second.values(), same))
+            self._supported = self._fitted_files(second.values(), same)
+            self._rankings.clear()
+            again = {key: self.rank(*key) for key in first}
+            second = {key: ranking for key, ranking in again.items() if ranking.candidates}
+        shares = _shares(_windows_fitting(second.values(), same))
+        counts = Counter(file for ranking in second.values() for file in _files_fitting(ranking, same))
         changed = {}
         for key, ranking in again.items():
             new = ranking
             if ranking.candidates:
                 answers = self._with_copies(ranking.candidates, same, shares, counts, len(second))
-                answers, said = self._break_tie(answers, same)
+                answers, said = self._break_tie(answers, same)  # of all the copies that tie
+                answers = answers[:MAX_CANDIDATES]
                 new = replace(
                     ranking,
                     candidates=answers,
@@ -687,6 +707,14 @@ class StacklessRanker:
                 changed[id(first[key])] = (first[key], new)
         self._support = shares
         return changed
+
+    def _fitted_files(self, rankings: Iterable[Ranking], same: _SameLines) -> list[_SourceFile]:
+        """The files that together fit the windows (`_covering`), then the `SUPPORTED_FILES` that fit
+        the most windows."""
+        by_share = sorted(self._support, key=lambda name: (-self._support[name], name))
+        by_name = self._files_by_name()
+        names = dict.fromkeys([*_covering(rankings, same), *by_share[:SUPPORTED_FILES]])
+        return [by_name[name] for name in names if name in by_name]
 
     def _with_copies(
         self,
@@ -724,8 +752,10 @@ class StacklessRanker:
                     rule=((site.rule or None) if site is not None else None) if moved else candidate.rule,
                     reasons_for=reasons,
                 )
+        # an exact tie of files that fit as many windows: the file more of the code base imports first
+        importers = self._importer_counts()
         return tuple(
-            sorted(out.values(), key=lambda c: (c.score, -counts[c.file], c.file, c.line))[:MAX_CANDIDATES]
+            sorted(out.values(), key=lambda c: (c.score, -counts[c.file], -importers[c.file], c.file, c.line))
         )
 
     def _break_tie(
@@ -821,6 +851,9 @@ class StacklessRanker:
                             f for at in lines if (f := self._lambda(function.file, at)) is not None
                         )
                         callees = (*callees, *passed)
+                if not callees and point.callee == BY_NAME and self._is_record(point.name):
+                    points[p] = replace(point, callee=BY_TYPE)  # a dataclass built: its fields, no op
+                    continue
                 for callee in callees:
                     if callee is function:  # recursion: the call runs this very program again, and
                         # returns after the call (any depth; which call returns is not tracked)
@@ -1114,8 +1147,7 @@ class StacklessRanker:
     def _module_file(self, importer: str, level: int, module: str) -> _SourceFile | None:
         """The file of the module that ``from <level dots><module> import ...`` in file `importer`
         (named as origins name files: ``transformers/models/gpt2/modeling_gpt2.py``) imports."""
-        if self._by_file_name is None:
-            self._by_file_name = {f.name: f for f in self._all_files()}
+        by_name = self._files_by_name()
         if level:
             package = importer.split("/")[:-1]  # a module's package; an __init__'s own package
             if level - 1 > len(package):
@@ -1124,7 +1156,30 @@ class StacklessRanker:
         else:
             parts = module.split(".")
         stem = "/".join(parts)
-        return self._by_file_name.get(stem + ".py") or self._by_file_name.get(stem + "/__init__.py")
+        return by_name.get(stem + ".py") or by_name.get(stem + "/__init__.py")
+
+    def _files_by_name(self) -> dict[str, _SourceFile]:
+        if self._by_file_name is None:
+            self._by_file_name = {f.name: f for f in self._all_files()}
+        return self._by_file_name
+
+    def _is_record(self, name: str) -> bool:
+        """Whether every class of this name under the source roots is a ``@dataclass`` (a model's
+        output, ``BaseModelOutputWithPast(...)``): building one runs no op, where a call of an unknown
+        class may run any."""
+        if self._records is None:
+            records: Counter = Counter()
+            for source_file in self._all_files():
+                if "dataclass" in source_file.text:
+                    records.update(m.group(1) for m in _DATACLASS.finditer(source_file.text))
+            self._defining("", "class")  # the definitions index
+            assert self._definitions is not None
+            self._records = frozenset(
+                name
+                for name, count in records.items()
+                if len(self._definitions.get(("class", name), ())) == count
+            )
+        return name in self._records
 
     def _defining(self, name: str, keyword: str) -> list[_SourceFile]:
         """The files that define `name` (``class name``/``def name``), parsed now if few."""
@@ -1162,10 +1217,9 @@ class StacklessRanker:
             callers = [i for i in self._spelled_by(runners) if files[i] not in picked]
             callers.sort(key=lambda i: (-scores.get(i, 0.0), files[i].name))
             picked.extend(files[i] for i in callers[:CALLER_FILES])
-        for source_file in self._supported:  # the files the most windows fit, where they spell the hot op
-            if len(picked) >= MAX_FILES + SUPPORTED_FILES:
-                break
-            if source_file not in picked and source_file.spelled & hot_group:
+        # the files the trace's windows fit, where they spell the hot op (or nothing spells it: views)
+        for source_file in self._supported:
+            if source_file not in picked and (source_file.spelled & hot_group or not hot_group):
                 picked.append(source_file)
         for source_file in picked:
             self._parse_file(source_file)
@@ -1332,21 +1386,42 @@ class _SameLines:
 
 
 def _windows_fitting(rankings: Iterable[Ranking], same: _SameLines) -> Counter:
-    """Per file, how many windows (rankings) fit it: one of their candidates within `SUPPORT_MARGIN`
-    of the best, or a copy of one, is in the file. (Weighting a window by how few files fit it, as
-    idf would, did worse on the corpus: a window that one wrong function fits best outweighs the rest.)"""
+    """Per file, the windows (rankings) that fit it, each weighing what its best fit explains past
+    `MIN_FIT`: one of their candidates within `SUPPORT_MARGIN` of the best, or a copy of one, is in the
+    file. A window that spans two functions (a generate loop's step into the model) is fit barely, and
+    best by whatever file has most code: counted alike, such windows made a file holding Llama's code
+    and more outweigh Llama's own. (Weighting a window by how few files fit it, as idf would, did worse
+    on the corpus: a window that one wrong function fits best outweighs the rest.)"""
     support: Counter = Counter()
     for ranking in rankings:
-        best = ranking.candidates[0].score
-        support.update(
-            {
-                file
-                for c in ranking.candidates
-                if c.score <= best + SUPPORT_MARGIN
-                for file, *_ in same.of(c.file, c.line)
-            }
-        )
+        weight = -ranking.candidates[0].score - MIN_FIT  # a window its best fits barely says little
+        for file in _files_fitting(ranking, same):
+            support[file] += weight
     return support
+
+
+def _files_fitting(ranking: Ranking, same: _SameLines) -> set[str]:
+    """The files of a window's candidates within `SUPPORT_MARGIN` of its best (`Ranking.near`), and of
+    their copies."""
+    return {file for near in ranking.near for file, *_ in same.of(*near)}
+
+
+def _covering(rankings: Iterable[Ranking], same: _SameLines) -> list[str]:
+    """The files that together fit the trace's windows, picked greedily (each the file that fits the
+    most windows no file picked before it fits, and up to `COVER_TIED` files tied with it), while one
+    fits at least `COVER_MIN_WINDOWS` more: a file that alone fits some windows (a MoE model's router)
+    ran, though files of more common code fit more windows in all."""
+    fitting = [_files_fitting(ranking, same) for ranking in rankings]
+    picked: list[str] = []
+    for _ in range(COVER_ROUNDS):
+        counts = Counter(file for files in fitting for file in files)
+        most = max(counts.values(), default=0)
+        if most < COVER_MIN_WINDOWS:
+            break
+        tied = sorted(file for file, count in counts.items() if count == most)  # copies fit alike
+        picked.extend(tied[:COVER_TIED])
+        fitting = [files for files in fitting if files.isdisjoint(tied)]
+    return picked
 
 
 def _tied(candidates: Sequence[Candidate], same: _SameLines) -> list[Candidate]:

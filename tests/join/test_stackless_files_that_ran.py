@@ -1,0 +1,231 @@
+"""Without stacks, which file ran is decided by the whole trace: a MoE model whose attention and
+norms are the code of many dense models (transformers' Mixtral, and the ~100 Llama-like files around
+it) is told by its router, which only its own file fits. The files that together fit the windows
+(`_covering`: the router's windows pull the MoE file in) are aligned with every window. And the
+``ModelOutput(...)`` a model returns (a ``@dataclass``) runs no op, so the ``lm_head`` linear after it
+answers in the ``lm_head`` line, not in the constructor's (profiled on CPU without stacks)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tracer.api import explain_trace
+from tracer.join.copies import FunctionCopies
+from tracer.join.stackless import COVER_TIED, Candidate, Ranking, _covering, _SameLines
+
+OUTPUTS = """
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class ModelOutput:
+    hidden: torch.Tensor | None = None
+"""
+# Code every model of the package shares, as transformers' copies do (the names differ)
+COMMON = """
+import torch
+from torch import nn
+
+from .outputs import ModelOutput
+
+
+class {P}Norm(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + 1e-6))
+
+
+class {P}Attention(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.heads = 2
+        self.q_proj = nn.Linear(hidden, hidden, bias=False)
+        self.k_proj = nn.Linear(hidden, hidden, bias=False)
+        self.v_proj = nn.Linear(hidden, hidden, bias=False)
+        self.o_proj = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x):
+        shape = (*x.shape[:-1], self.heads, -1)
+        q = self.q_proj(x).view(shape).transpose(1, 2)
+        k = self.k_proj(x).view(shape).transpose(1, 2)
+        v = self.v_proj(x).view(shape).transpose(1, 2)
+        out = nn.functional.scaled_dot_product_attention(q, k, v{attention_argument})
+        return self.o_proj(out.transpose(1, 2).reshape(x.shape))
+
+
+class {P}Layer(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.input_norm = {P}Norm(hidden)
+        self.attention = {P}Attention(hidden)
+        self.post_norm = {P}Norm(hidden)
+        self.mlp = {P}{mlp}(hidden)
+
+    def forward(self, x):
+        x = x + self.attention(self.input_norm(x))
+        return x + self.mlp(self.post_norm(x))
+
+
+class {P}Model(nn.Module):
+    def __init__(self, hidden, layers):
+        super().__init__()
+        self.layers = nn.ModuleList([{P}Layer(hidden) for _ in range(layers)])
+        self.norm = {P}Norm(hidden)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return ModelOutput(hidden=self.norm(x))
+
+
+class {P}ForCausalLM(nn.Module):
+    def __init__(self, hidden=16, layers=2, vocab=64):
+        super().__init__()
+        self.model = {P}Model(hidden, layers)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, x):
+        outputs = self.model(x)
+        hidden = outputs.hidden
+        return self.lm_head(hidden)
+"""
+DENSE_MLP = """
+
+class {P}MLP(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.up = nn.Linear(hidden, 2 * hidden, bias=False)
+        self.down = nn.Linear(2 * hidden, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down(nn.functional.{activation}(self.up(x)))
+"""
+MOE_BLOCK = """
+
+class {P}Experts(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.router = nn.Linear(hidden, 4, bias=False)
+        self.experts = nn.ModuleList([nn.Linear(hidden, hidden, bias=False) for _ in range(4)])
+
+    def forward(self, x):
+        flat = x.reshape(-1, x.shape[-1])
+        scores = torch.softmax(self.router(flat), dim=-1)
+        weights, chosen = torch.topk(scores, 2, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(flat)
+        for index, expert in enumerate(self.experts):
+            rows, slot = torch.where(chosen == index)
+            out.index_add_(0, rows, expert(flat[rows]) * weights[rows, slot, None])
+        return out.reshape(x.shape)
+"""
+DENSE_MODELS = 14  # more than the files one window's spellings pick (`MAX_FILES`)
+ACTIVATIONS = ("silu", "gelu", "relu", "mish", "elu", "selu", "softplus")
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("files_that_ran") / "ktmoepkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "outputs.py").write_text(textwrap.dedent(OUTPUTS))
+    for i in range(DENSE_MODELS):
+        prefix = f"Dense{i}"
+        activation = ACTIVATIONS[i % len(ACTIVATIONS)]
+        text = COMMON.format(P=prefix, mlp="MLP", attention_argument="") + DENSE_MLP.format(
+            P=prefix, activation=activation
+        )
+        (root / f"dense{i:02d}.py").write_text(text)
+    # the MoE model's attention differs by one argument (Mixtral's ``sliding_window``): not a copy
+    moe = COMMON.format(P="Moe", mlp="Experts", attention_argument=", scale=0.25") + MOE_BLOCK.format(P="Moe")
+    (root / "moe.py").write_text(moe)
+    return root
+
+
+def _line(package: Path, name: str, needle: str) -> int:
+    lines = (package / name).read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if needle in text)
+
+
+def _trace(package: Path, out: Path) -> Path:
+    import torch
+
+    sys.path.insert(0, str(package.parent))
+    try:
+        moe = importlib.import_module("ktmoepkg.moe")
+    finally:
+        sys.path.remove(str(package.parent))
+    torch.manual_seed(0)
+    model = moe.MoeForCausalLM()
+    x = torch.randn(1, 6, 16)
+    with (
+        torch.no_grad(),
+        torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False
+        ) as prof,
+    ):
+        for _ in range(3):
+            model(x)
+    prof.export_chrome_trace(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def analysis(package: Path, tmp_path_factory):
+    trace = _trace(package, tmp_path_factory.mktemp("files_that_ran_trace") / "moe.json")
+    return explain_trace(trace, source=[package])
+
+
+def _linear_origins(analysis) -> list:
+    return [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == "aten::linear"]
+
+
+def _window(*near: str) -> Ranking:
+    candidates = tuple(Candidate(file, 1, -5.0, "f") for file in near)
+    return Ranking(candidates, 0.25, (), tuple((file, 1) for file in near))
+
+
+def test_the_files_that_together_fit_the_windows() -> None:
+    """Dense files fit the shared code's windows, each more than the MoE file, which alone fits the
+    router's: after the dense file that fits the most, the MoE file is picked (ranking by windows fit,
+    it came last); up to `COVER_TIED` dense files tied with the first come with it (copies fit alike)."""
+    dense = [f"dense{i}.py" for i in range(8)]
+    shared = [_window(*dense, "moe.py") for _ in range(20)]
+    generic = [_window(*dense) for _ in range(6)]  # common code the MoE model did not run
+    router = [_window("moe.py") for _ in range(4)]
+    same = _SameLines(FunctionCopies([]))
+    picked = _covering([*shared, *generic, *router], same)
+    assert picked == [*dense[:COVER_TIED], "moe.py"]
+    assert _covering([*shared, *generic, _window("moe.py")], same) == dense[:COVER_TIED]  # too few
+
+
+def test_the_moe_files_attention_answers_not_a_dense_copys(analysis, package: Path) -> None:
+    q_proj = _line(package, "moe.py", "q = self.q_proj(x)")
+    k_proj = _line(package, "moe.py", "k = self.k_proj(x)")
+    v_proj = _line(package, "moe.py", "v = self.v_proj(x)")
+    answered = {(o.file, o.line) for o in _linear_origins(analysis)}
+    for line in (q_proj, k_proj, v_proj):
+        assert ("ktmoepkg/moe.py", line) in answered, sorted(answered)
+    dense = sorted(a for a in answered if a[0].startswith("ktmoepkg/dense"))
+    assert not dense, dense
+
+
+def test_the_lm_head_answers_past_a_returned_dataclass(analysis, package: Path) -> None:
+    lm_head = _line(package, "moe.py", "return self.lm_head(hidden)")
+    returned = _line(package, "moe.py", "return ModelOutput(")
+    answered = {(o.file, o.line) for o in _linear_origins(analysis)}
+    assert ("ktmoepkg/moe.py", lm_head) in answered, sorted(answered)
+    assert ("ktmoepkg/moe.py", returned) not in answered
+    for origin in _linear_origins(analysis):
+        assert origin.answer == "ranked" and origin.confidence < 0.5  # still a ranking
