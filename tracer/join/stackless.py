@@ -1385,18 +1385,18 @@ class _SameLines:
         return found
 
 
-def _windows_fitting(rankings: Iterable[Ranking], same: _SameLines) -> Counter:
+def _windows_fitting(rankings: Iterable[Ranking], same: _SameLines) -> dict[str, float]:
     """Per file, the windows (rankings) that fit it, each weighing what its best fit explains past
     `MIN_FIT`: one of their candidates within `SUPPORT_MARGIN` of the best, or a copy of one, is in the
     file. A window that spans two functions (a generate loop's step into the model) is fit barely, and
     best by whatever file has most code: counted alike, such windows made a file holding Llama's code
     and more outweigh Llama's own. (Weighting a window by how few files fit it, as idf would, did worse
     on the corpus: a window that one wrong function fits best outweighs the rest.)"""
-    support: Counter = Counter()
+    support: dict[str, float] = {}
     for ranking in rankings:
         weight = -ranking.candidates[0].score - MIN_FIT  # a window its best fits barely says little
         for file in _files_fitting(ranking, same):
-            support[file] += weight
+            support[file] = support.get(file, 0.0) + weight
     return support
 
 
@@ -1454,7 +1454,7 @@ def break_tie(
     return (*ordered, *rest), (said,)
 
 
-def _shares(support: Counter) -> dict[str, float]:
+def _shares(support: dict[str, float]) -> dict[str, float]:
     top = max(support.values(), default=0)
     return {file: count / top for file, count in support.items()} if top else {}
 
