@@ -19,3 +19,60 @@ def scan_sites(paths):
 @pytest.fixture(scope="session")
 def model_sites() -> list:
     return scan_sites([TRACE_MODELS])
+
+
+@pytest.fixture(scope="session")
+def profile_without_stacks():
+    """A function that profiles ``run()`` `calls` times on CPU without Python stacks (shapes recorded),
+    under ``no_grad``, and writes the Chrome trace to `out`."""
+
+    def profile(run, out: Path, calls: int = 3) -> Path:
+        import torch
+
+        with (
+            torch.no_grad(),
+            torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False
+            ) as profiler,
+        ):
+            for _ in range(calls):
+                run()
+        profiler.export_chrome_trace(str(out))
+        return out
+
+    return profile
+
+
+@pytest.fixture(scope="session")
+def import_from_package():
+    """A function that imports module `name` (``pkg.mod``) of a package written under `root`'s parent."""
+
+    def load(root: Path, name: str):
+        import importlib
+        import sys
+
+        sys.path.insert(0, str(root.parent))
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path.remove(str(root.parent))
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def write_package(tmp_path_factory):
+    """A function that writes package `name` (an ``__init__.py`` and each ``{module: source}``, dedented)
+    under a new temporary folder and returns its root."""
+
+    def write(name: str, modules: dict[str, str]) -> Path:
+        import textwrap
+
+        root = tmp_path_factory.mktemp(name) / name
+        root.mkdir()
+        (root / "__init__.py").write_text("")
+        for module, source in modules.items():
+            (root / f"{module}.py").write_text(textwrap.dedent(source))
+        return root
+
+    return write

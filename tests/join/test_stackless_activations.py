@@ -6,9 +6,6 @@ function; the line that ran it is ``SiLUActivation.forward``'s in the file that 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -92,40 +89,23 @@ def test_the_file_that_defines_an_activation_table_or_getter(
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("activations") / "actpkg"
-    root.mkdir()
-    (root / "__init__.py").write_text("")
-    (root / "activations.py").write_text(textwrap.dedent(ACTIVATIONS))
-    (root / "experts.py").write_text(textwrap.dedent(EXPERTS))
+def package(write_package) -> Path:
     values = ["ACT2FN[hidden_act]"] * 9 + ["nn.GELU()"]  # a module is an activation too
     mlps = "\n".join(MLP.format(i=i, value=value) for i, value in enumerate(values))
-    (root / "models.py").write_text(MODELS.format(mlps=mlps))
-    return root
+    return write_package(
+        "actpkg", {"activations": ACTIVATIONS, "experts": EXPERTS, "models": MODELS.format(mlps=mlps)}
+    )
 
 
-def _trace(package: Path, out: Path) -> Path:
+def test_a_chosen_activation_answers_in_its_own_line(
+    package: Path, tmp_path: Path, profile_without_stacks, import_from_package
+) -> None:
     import torch
 
-    sys.path.insert(0, str(package.parent))
-    try:
-        models = importlib.import_module("actpkg.models")
-    finally:
-        sys.path.remove(str(package.parent))
-    experts = models.Experts()
+    experts = import_from_package(package, "actpkg.models").Experts()
     x, weights = torch.randn(4, 8), torch.rand(4)
-    with (
-        torch.no_grad(),
-        torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=False) as prof,
-    ):
-        for _ in range(3):
-            experts(x, weights)
-    prof.export_chrome_trace(str(out))
-    return out
-
-
-def test_a_chosen_activation_answers_in_its_own_line(package: Path, tmp_path: Path) -> None:
-    analysis = explain_trace(_trace(package, tmp_path / "experts.json"), source=[package])
+    trace = profile_without_stacks(lambda: experts(x, weights), tmp_path / "experts.json")
+    analysis = explain_trace(trace, source=[package])
     silu = [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == "aten::silu"]
     assert silu
     line = next(

@@ -80,47 +80,41 @@ def source(tmp_path_factory) -> Path:
     return root
 
 
-def _profile(source: Path, module: str, out: Path) -> Path:
-    import torch
-
+def _layer(source: Path, module: str):
     spec = importlib.util.spec_from_file_location(f"bias_{module}", source / f"{module}.py")
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = loaded
     spec.loader.exec_module(loaded)
     name = MODELS[module][0]
-    layer = getattr(loaded, f"{name}Attention")(8, config_bias=module == "configured")
-    x = torch.randn(2, 3, 8)
-    with (
-        torch.no_grad(),
-        torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False
-        ) as profiler,
-    ):
-        for _ in range(3):
-            layer(x)
-    profiler.export_chrome_trace(str(out))
-    return out
+    return getattr(loaded, f"{name}Attention")(8, config_bias=module == "configured")
 
 
-def _linears(source: Path, tmp_path: Path, module: str) -> list:
-    trace = _profile(source, module, tmp_path / f"{module}.json")
+def _linears(source: Path, tmp_path: Path, module: str, profile) -> list:
+    import torch
+
+    layer, x = _layer(source, module), torch.randn(2, 3, 8)
+    trace = profile(lambda: layer(x), tmp_path / f"{module}.json")
     analysis = explain_trace(trace, source=[source])
     found = [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == "aten::linear"]
     assert found and all(o.answer == "ranked" and o.confidence < 0.5 for o in found)
     return found
 
 
-def test_a_bias_the_shapes_show_picks_the_copy_built_with_one(source: Path, tmp_path: Path) -> None:
+def test_a_bias_the_shapes_show_picks_the_copy_built_with_one(
+    source: Path, tmp_path: Path, profile_without_stacks
+) -> None:
     lines = (source / "biased.py").read_text().splitlines()
-    for origin in _linears(source, tmp_path, "biased"):
+    for origin in _linears(source, tmp_path, "biased", profile_without_stacks):
         assert origin.file == "biased.py", origin.candidates
         assert "_proj(" in lines[origin.line - 1]
 
 
-def test_no_bias_puts_the_copy_built_with_one_last(source: Path, tmp_path: Path) -> None:
+def test_no_bias_puts_the_copy_built_with_one_last(
+    source: Path, tmp_path: Path, profile_without_stacks
+) -> None:
     """The copies built without a bias or by a config fit alike (no bias is the common choice and
     says little); the one built with a bias on q/k/v is ranked below both for those layers."""
-    origins = _linears(source, tmp_path, "unbiased")
+    origins = _linears(source, tmp_path, "unbiased", profile_without_stacks)
     for origin in origins:
         assert origin.file != "biased.py", origin.candidates
     lines = (source / "biased.py").read_text().splitlines()

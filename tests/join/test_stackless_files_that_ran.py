@@ -7,9 +7,6 @@ answers in the ``lm_head`` line, not in the constructor's (profiled on CPU witho
 
 from __future__ import annotations
 
-import importlib
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -135,22 +132,15 @@ ACTIVATIONS = ("silu", "gelu", "relu", "mish", "elu", "selu", "softplus")
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("files_that_ran") / "ktmoepkg"
-    root.mkdir()
-    (root / "__init__.py").write_text("")
-    (root / "outputs.py").write_text(textwrap.dedent(OUTPUTS))
+def package(write_package) -> Path:
+    modules = {"outputs": OUTPUTS}
     for i in range(DENSE_MODELS):
-        prefix = f"Dense{i}"
-        activation = ACTIVATIONS[i % len(ACTIVATIONS)]
-        text = COMMON.format(P=prefix, mlp="MLP", attention_argument="") + DENSE_MLP.format(
-            P=prefix, activation=activation
-        )
-        (root / f"dense{i:02d}.py").write_text(text)
+        prefix, activation = f"Dense{i}", ACTIVATIONS[i % len(ACTIVATIONS)]
+        mlp = DENSE_MLP.format(P=prefix, activation=activation)
+        modules[f"dense{i:02d}"] = COMMON.format(P=prefix, mlp="MLP", attention_argument="") + mlp
     # the MoE model's attention differs by one argument (Mixtral's ``sliding_window``): not a copy
     moe = COMMON.format(P="Moe", mlp="Experts", attention_argument=", scale=0.25") + MOE_BLOCK.format(P="Moe")
-    (root / "moe.py").write_text(moe)
-    return root
+    return write_package("ktmoepkg", {**modules, "moe": moe})
 
 
 def _line(package: Path, name: str, needle: str) -> int:
@@ -158,33 +148,14 @@ def _line(package: Path, name: str, needle: str) -> int:
     return next(i for i, text in enumerate(lines, 1) if needle in text)
 
 
-def _trace(package: Path, out: Path) -> Path:
+@pytest.fixture(scope="module")
+def analysis(package: Path, tmp_path_factory, profile_without_stacks, import_from_package):
     import torch
 
-    sys.path.insert(0, str(package.parent))
-    try:
-        moe = importlib.import_module("ktmoepkg.moe")
-    finally:
-        sys.path.remove(str(package.parent))
     torch.manual_seed(0)
-    model = moe.MoeForCausalLM()
-    x = torch.randn(1, 6, 16)
-    with (
-        torch.no_grad(),
-        torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False
-        ) as prof,
-    ):
-        for _ in range(3):
-            model(x)
-    prof.export_chrome_trace(str(out))
-    return out
-
-
-@pytest.fixture(scope="module")
-def analysis(package: Path, tmp_path_factory):
-    trace = _trace(package, tmp_path_factory.mktemp("files_that_ran_trace") / "moe.json")
-    return explain_trace(trace, source=[package])
+    model, x = import_from_package(package, "ktmoepkg.moe").MoeForCausalLM(), torch.randn(1, 6, 16)
+    out = tmp_path_factory.mktemp("files_that_ran_trace") / "moe.json"
+    return explain_trace(profile_without_stacks(lambda: model(x), out), source=[package])
 
 
 def _linear_origins(analysis) -> list:
