@@ -142,6 +142,7 @@ RANGE_FOR = -2.0
 SUPPORT_MARGIN = 0.5  # candidates within this of their window's best say their files may have run
 SUPPORT_AGAINST = 1.0  # times (1 - the share of the trace's windows its file fits, of the best file's)
 TIE_MARGIN = 0.05  # copies this close in score (5% of the windows' share) are said to tie
+TIE_FILES_NAMED = 10  # the files of a tie that its evidence names (then how many more)
 SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window again
 SUPPORTED_FUNCTIONS = 3  # ... their functions aligned with each window, past `MAX_FUNCTIONS`
 AGREE_ROUNDS = 2  # rankings again with the files the ranking before fit
@@ -671,10 +672,12 @@ class StacklessRanker:
 
         Each window's candidates within `SUPPORT_MARGIN` of its best, and their copies in other
         files (`FunctionCopies`: a window that fits a function fits each copy of it as well), count
-        once for their files. Then every window is ranked again with the files most windows fit
-        aligned as well (`SUPPORTED_FILES`), a candidate in a file that fits fewer windows than the
-        best file losing up to `SUPPORT_AGAINST`; and each candidate stands for all its copies, each
-        judged by how many windows of this second ranking fit its file. Returns the rankings that
+        for their files, weighted by the window's best fit (`_windows_fitting`). Then every window is
+        ranked again with the files that together fit the windows (`_covering`) and those most
+        windows fit (`SUPPORTED_FILES`) aligned as well, a candidate in a file that fits less than the
+        best file losing up to `SUPPORT_AGAINST`; `AGREE_ROUNDS` times, each round knowing which files
+        the one before fit. Each candidate then stands for all its copies, each judged by how much of
+        the last ranking fits its file. Returns the rankings that
         change: (the one replaced, the new one), by the `id` of the one replaced (kept alive with
         it, so that the id names no other object)."""
         first = {key: ranking for key, ranking in self._rankings.items() if ranking.candidates}
@@ -1166,30 +1169,31 @@ class StacklessRanker:
     def _is_record(self, name: str) -> bool:
         """Whether every class of this name under the source roots is a ``@dataclass`` (a model's
         output, ``BaseModelOutputWithPast(...)``): building one runs no op, where a call of an unknown
-        class may run any."""
+        class may run any (a ``__post_init__`` that runs ops is not modelled)."""
         if self._records is None:
             records: Counter = Counter()
             for source_file in self._all_files():
                 if "dataclass" in source_file.text:
                     records.update(m.group(1) for m in _DATACLASS.finditer(source_file.text))
-            self._defining("", "class")  # the definitions index
-            assert self._definitions is not None
+            definitions = self._definitions_index()
             self._records = frozenset(
-                name
-                for name, count in records.items()
-                if len(self._definitions.get(("class", name), ())) == count
+                name for name, count in records.items() if len(definitions.get(("class", name), ())) == count
             )
         return name in self._records
 
-    def _defining(self, name: str, keyword: str) -> list[_SourceFile]:
-        """The files that define `name` (``class name``/``def name``), parsed now if few."""
+    def _definitions_index(self) -> dict[tuple[str, str], list[int]]:
+        """("class"/"def", name) -> the files (indexes into `_all_files`) that define it."""
         if self._definitions is None:
             self._definitions = {}
             for i, source_file in enumerate(self._all_files()):
                 for header in HEADER.finditer(source_file.text):
                     kind = "class" if header.group(2) == "class" else "def"  # ``async def`` too
                     self._definitions.setdefault((kind, header.group(3)), []).append(i)
-        indexes = self._definitions.get((keyword, name), [])
+        return self._definitions
+
+    def _defining(self, name: str, keyword: str) -> list[_SourceFile]:
+        """The files that define `name` (``class name``/``def name``), parsed now if few."""
+        indexes = self._definitions_index().get((keyword, name), [])
         if not indexes or len(indexes) > MAX_DEFINING_FILES:
             return []
         files = self._all_files()
@@ -1444,7 +1448,10 @@ def break_tie(
         return candidates, ()
     ordered = sorted(tied, key=lambda c: (-importers[c.file], c.score, c.file, c.line))
     rest = [c for c in candidates if c not in tied]
-    files = ", ".join(dict.fromkeys(c.file for c in ordered))
+    named = list(dict.fromkeys(c.file for c in ordered))
+    files = ", ".join(named[:TIE_FILES_NAMED]) + (
+        f" and {len(named) - TIE_FILES_NAMED} more" if len(named) > TIE_FILES_NAMED else ""
+    )
     holders = len({file for file, *_ in same.of(tied[0].file, tied[0].line)})
     said = (
         f"a tie: the same line of `{ordered[0].function}` and its copies fits about alike in {files} "
