@@ -50,17 +50,36 @@ def sglang_root() -> Path:
     return Path(spec.origin).resolve().parent.parent
 
 
+def _cpu_profiler(**options):
+    """torch.profiler on CPU, shapes recorded, without Python stacks (kerneltrace's ranges give the lines)."""
+    import torch
+
+    return torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False, **options
+    )
+
+
 @pytest.fixture
 def cpu_profile():
     """torch.profiler on CPU, without Python stacks (kerneltrace's ranges give the lines)."""
-    import torch
+    return _cpu_profiler
 
-    def start(**options):
-        return torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False, **options
-        )
 
-    return start
+@pytest.fixture(scope="session")
+def profile_without_stacks():
+    """A function that profiles ``run()`` `calls` times on CPU without Python stacks (`_cpu_profiler`),
+    under ``no_grad``, and writes the Chrome trace to `out`."""
+
+    def profile(run, out: Path, calls: int = 3) -> Path:
+        import torch
+
+        with torch.no_grad(), _cpu_profiler() as profiler:
+            for _ in range(calls):
+                run()
+        profiler.export_chrome_trace(str(out))
+        return out
+
+    return profile
 
 
 # Real torch.profiler runs on CPU of tests/trace_models.py (the loader's and the join's tests read them).

@@ -22,28 +22,6 @@ def model_sites() -> list:
 
 
 @pytest.fixture(scope="session")
-def profile_without_stacks():
-    """A function that profiles ``run()`` `calls` times on CPU without Python stacks (shapes recorded),
-    under ``no_grad``, and writes the Chrome trace to `out`."""
-
-    def profile(run, out: Path, calls: int = 3) -> Path:
-        import torch
-
-        with (
-            torch.no_grad(),
-            torch.profiler.profile(
-                activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=False
-            ) as profiler,
-        ):
-            for _ in range(calls):
-                run()
-        profiler.export_chrome_trace(str(out))
-        return out
-
-    return profile
-
-
-@pytest.fixture(scope="session")
 def import_from_package():
     """A function that imports module `name` (``pkg.mod``) of a package written under `root`'s parent."""
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from tracer.api import explain_trace
-from tracer.join.copies import FunctionCopies
-from tracer.join.stackless import COVER_TIED, Candidate, Ranking, _covering, _SameLines
+from tracer.join.stackless import COVER_TIED, _covering
 
 OUTPUTS = """
 from dataclasses import dataclass
@@ -162,9 +161,9 @@ def _linear_origins(analysis) -> list:
     return [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == "aten::linear"]
 
 
-def _window(*near: str) -> Ranking:
-    candidates = tuple(Candidate(file, 1, -5.0, "f") for file in near)
-    return Ranking(candidates, 0.25, (), tuple((file, 1) for file in near))
+def _window(*files: str) -> set[str]:
+    """The files a window fits (`_fits`)."""
+    return set(files)
 
 
 def test_the_files_that_together_fit_the_windows() -> None:
@@ -175,10 +174,9 @@ def test_the_files_that_together_fit_the_windows() -> None:
     shared = [_window(*dense, "moe.py") for _ in range(20)]
     generic = [_window(*dense) for _ in range(6)]  # common code the MoE model did not run
     router = [_window("moe.py") for _ in range(4)]
-    same = _SameLines(FunctionCopies([]))
-    picked = _covering([*shared, *generic, *router], same)
+    picked = _covering([*shared, *generic, *router])
     assert picked == [*dense[:COVER_TIED], "moe.py"]
-    assert _covering([*shared, *generic, _window("moe.py")], same) == dense[:COVER_TIED]  # too few
+    assert _covering([*shared, *generic, _window("moe.py")]) == dense[:COVER_TIED]  # too few
 
 
 def test_the_moe_files_attention_answers_not_a_dense_copys(analysis, package: Path) -> None:

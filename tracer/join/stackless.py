@@ -671,8 +671,7 @@ class StacklessRanker:
         """Rank again, knowing which files the whole trace fits; answer copies in the file that ran.
 
         Each window's candidates within `SUPPORT_MARGIN` of its best, and their copies in other
-        files (`FunctionCopies`: a window that fits a function fits each copy of it as well), count
-        for their files, weighted by the window's best fit (`_windows_fitting`). Then every window is
+        files (`_fits`), count for their files, weighted by the window's best fit (`_windows_fitting`). Then every window is
         ranked again with the files that together fit the windows (`_covering`) and those most
         windows fit (`SUPPORTED_FILES`) aligned as well, a candidate in a file that fits less than the
         best file losing up to `SUPPORT_AGAINST`; `AGREE_ROUNDS` times, each round knowing which files
@@ -686,13 +685,15 @@ class StacklessRanker:
         same = _SameLines(self._function_copies())
         second = first
         for _ in range(AGREE_ROUNDS):  # each round ranks knowing which files the one before fit
-            self._support = _shares(_windows_fitting(second.values(), same))
-            self._supported = self._fitted_files(second.values(), same)
+            fits = _fits(second.values(), same)
+            self._support = _shares(_windows_fitting(fits))
+            self._supported = self._fitted_files([files for _, files in fits])
             self._rankings.clear()
             again = {key: self.rank(*key) for key in first}
             second = {key: ranking for key, ranking in again.items() if ranking.candidates}
-        shares = _shares(_windows_fitting(second.values(), same))
-        counts = Counter(file for ranking in second.values() for file in _files_fitting(ranking, same))
+        fits = _fits(second.values(), same)
+        shares = _shares(_windows_fitting(fits))
+        counts = Counter(file for _, files in fits for file in files)
         changed = {}
         for key, ranking in again.items():
             new = ranking
@@ -711,12 +712,12 @@ class StacklessRanker:
         self._support = shares
         return changed
 
-    def _fitted_files(self, rankings: Iterable[Ranking], same: _SameLines) -> list[_SourceFile]:
-        """The files that together fit the windows (`_covering`), then the `SUPPORTED_FILES` that fit
-        the most windows."""
+    def _fitted_files(self, fitting: Sequence[set[str]]) -> list[_SourceFile]:
+        """The files that together fit the windows (`_covering`; `fitting`: each window's files), then
+        the `SUPPORTED_FILES` that fit the most windows."""
         by_share = sorted(self._support, key=lambda name: (-self._support[name], name))
         by_name = self._files_by_name()
-        names = dict.fromkeys([*_covering(rankings, same), *by_share[:SUPPORTED_FILES]])
+        names = dict.fromkeys([*_covering(fitting), *by_share[:SUPPORTED_FILES]])
         return [by_name[name] for name in names if name in by_name]
 
     def _with_copies(
@@ -1389,42 +1390,46 @@ class _SameLines:
         return found
 
 
-def _windows_fitting(rankings: Iterable[Ranking], same: _SameLines) -> dict[str, float]:
-    """Per file, the windows (rankings) that fit it, each weighing what its best fit explains past
-    `MIN_FIT`: one of their candidates within `SUPPORT_MARGIN` of the best, or a copy of one, is in the
-    file. A window that spans two functions (a generate loop's step into the model) is fit barely, and
-    best by whatever file has most code: counted alike, such windows made a file holding Llama's code
-    and more outweigh Llama's own. (Weighting a window by how few files fit it, as idf would, did worse
-    on the corpus: a window that one wrong function fits best outweighs the rest.)"""
+def _fits(rankings: Iterable[Ranking], same: _SameLines) -> list[tuple[float, set[str]]]:
+    """Per window (ranking): its best score, and the files of its candidates within `SUPPORT_MARGIN`
+    of the best (`Ranking.near`) and of their copies (`FunctionCopies`: a window that fits a function
+    fits each copy of it as well)."""
+    return [
+        (ranking.candidates[0].score, {file for near in ranking.near for file, *_ in same.of(*near)})
+        for ranking in rankings
+    ]
+
+
+def _windows_fitting(fits: Iterable[tuple[float, set[str]]]) -> dict[str, float]:
+    """Per file, the windows that fit it (`_fits`), each weighing what its best fit explains past
+    `MIN_FIT`. A window that spans two functions (a generate loop's step into the model) is fit
+    barely, and best by whatever file has most code: counted alike, such windows made a file holding
+    Llama's code and more outweigh Llama's own. (Weighting a window by how few files fit it, as idf
+    would, did worse on the corpus: a window that one wrong function fits best outweighs the rest.)"""
     support: dict[str, float] = {}
-    for ranking in rankings:
-        weight = -ranking.candidates[0].score - MIN_FIT  # a window its best fits barely says little
-        for file in _files_fitting(ranking, same):
+    for best, files in fits:
+        weight = -best - MIN_FIT  # a window its best fits barely says little
+        for file in files:
             support[file] = support.get(file, 0.0) + weight
     return support
 
 
-def _files_fitting(ranking: Ranking, same: _SameLines) -> set[str]:
-    """The files of a window's candidates within `SUPPORT_MARGIN` of its best (`Ranking.near`), and of
-    their copies."""
-    return {file for near in ranking.near for file, *_ in same.of(*near)}
-
-
-def _covering(rankings: Iterable[Ranking], same: _SameLines) -> list[str]:
-    """The files that together fit the trace's windows, picked greedily (each the file that fits the
-    most windows no file picked before it fits, and up to `COVER_TIED` files tied with it), while one
-    fits at least `COVER_MIN_WINDOWS` more: a file that alone fits some windows (a MoE model's router)
-    ran, though files of more common code fit more windows in all."""
-    fitting = [_files_fitting(ranking, same) for ranking in rankings]
+def _covering(fitting: Iterable[set[str]]) -> list[str]:
+    """The files that together fit the trace's windows (`fitting`: each window's files), picked
+    greedily (each the file that fits the most windows no file picked before it fits, and up to
+    `COVER_TIED` files tied with it), while one fits at least `COVER_MIN_WINDOWS` more: a file that
+    alone fits some windows (a MoE model's router) ran, though files of more common code fit more
+    windows in all."""
+    remaining = list(fitting)
     picked: list[str] = []
     for _ in range(COVER_ROUNDS):
-        counts = Counter(file for files in fitting for file in files)
+        counts = Counter(file for files in remaining for file in files)
         most = max(counts.values(), default=0)
         if most < COVER_MIN_WINDOWS:
             break
         tied = sorted(file for file, count in counts.items() if count == most)  # copies fit alike
         picked.extend(tied[:COVER_TIED])
-        fitting = [files for files in fitting if files.isdisjoint(tied)]
+        remaining = [files for files in remaining if files.isdisjoint(tied)]
     return picked
 
 
