@@ -61,6 +61,25 @@ def test_copies_that_fit_alike_are_said_to_tie() -> None:
     assert break_tie((a, c), same, Counter()) == ((a, c), ())
 
 
+def test_copies_that_tie_answer_first_in_the_file_the_trace_used() -> None:
+    """A dense model's trace fits the copies of its code in a MoE model's file alike (Qwen3's and
+    Qwen3-MoE's attention), but leaves the MoE file's experts and router unused: a tied copy in a
+    file the trace used less than `USED_RATIO` of the most used one goes after, whatever imports it."""
+    body = "def forward(self, x):\n    y = x.float()\n    return y.to(torch.bfloat16)\n"
+    copies = FunctionCopies([(name, lambda: body) for name in ("dense.py", "moe.py")])
+    same = _SameLines(copies)
+    dense, moe = Candidate("dense.py", 3, -9.0, "forward"), Candidate("moe.py", 3, -9.02, "forward")
+    importers = Counter({"moe.py": 9, "dense.py": 2})
+    assert break_tie((moe, dense), same, importers)[0] == (moe, dense)  # by importers alone
+    ordered, (said,) = break_tie((moe, dense), same, importers, {"dense.py": 0.95, "moe.py": 0.6})
+    assert ordered == (dense, moe)
+    assert said.endswith(
+        "first, of the files the trace used most (95% of the functions of the first), the copy most files import (2)"
+    )
+    # used about alike (0.9 >= 0.8 x 0.95): importers decide
+    assert break_tie((moe, dense), same, importers, {"dense.py": 0.95, "moe.py": 0.9})[0] == (moe, dense)
+
+
 def test_sglang_copies_that_tie_answer_in_the_copy_the_code_imports() -> None:
     """SGLang keeps its activations in ``srt/layers/activation.py`` and a copy in ``multimodal_gen``;
     a trace of the activations alone fits both files alike. The tie is said, and the srt copy (which

@@ -91,7 +91,6 @@ class ModuleBindings:
     module: dict[str, tuple[Binding, ...]] = field(default_factory=dict)
     functions: dict[int, dict[str, tuple[Binding, ...]]] = field(default_factory=dict)
     super_calls: set[tuple[int, int]] = field(default_factory=set)  # (line, col) as `CallPoint` has them
-    text_compares: set[tuple[int, int]] = field(default_factory=set)  # ``kind == "gelu"``: no tensor op
     imports: dict[str, Imported] = field(default_factory=dict)  # module-level ``from m import a as b``
     # ``min(xs, key=lambda t: ...)``: the lambdas a call is given, which it may run (def lines), by
     # the call's (line, col) as `CallPoint` has them
@@ -180,12 +179,7 @@ def _bind_statement(
     node: ast.stmt, found: ModuleBindings, scope: dict, method_class: ClassSketch | None
 ) -> None:
     for child in _statement_nodes(node):
-        if isinstance(child, ast.Compare) and any(
-            isinstance(side, ast.Constant) and isinstance(side.value, (str, bytes))
-            for side in (child.left, *child.comparators)
-        ):
-            found.text_compares.add((child.lineno, child.col_offset))
-        elif isinstance(child, ast.Call):
+        if isinstance(child, ast.Call):
             func = child.func
             if (
                 isinstance(func, ast.Attribute)

@@ -473,7 +473,11 @@ class _Builder:
             for comparison, right in zip(node.ops, node.comparators):
                 s = self.expr(right, s)
                 name = COMPARE_OPS.get(type(comparison))
-                if name is not None and not (self.scalar(right) and self.scalar(node.left)):
+                if (
+                    name is not None
+                    and not (self.scalar(right) and self.scalar(node.left))
+                    and not (_is_text(right) or _is_text(node.left))  # ``x.device.type != "mps"``
+                ):
                     scalar = _is_shape_math(node.left) or _is_shape_math(right) or _is_none(right)
                     s = self.point(
                         s, CallPoint(node.lineno, node.col_offset, OPERATOR, name, scalar_like=scalar)
@@ -864,6 +868,13 @@ def _is_self(node: ast.AST) -> bool:
 
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
+
+
+def _is_text(node: ast.AST) -> bool:
+    """A string literal: a tensor compared with it runs no op (it cannot be)."""
+    return isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes))
+    )
 
 
 def _is_numeric(node: ast.AST) -> bool:

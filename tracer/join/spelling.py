@@ -87,6 +87,8 @@ class FunctionSpellings:
         import numpy as np
 
         file_of: list[int] = []
+        lines: list[int] = []  # per function, its def line (0: a module's own code)
+        reaches: list[int] = []  # per function, a hash of what it reaches (its helpers' words too)
         sizes: list[int] = []
         index: dict[str, list[int]] = {}
         self.file_spellings: list[frozenset[str]] = []  # per file, all it spells (= `spelled` of it)
@@ -112,11 +114,15 @@ class FunctionSpellings:
                 for word in reach:
                     index.setdefault(word, []).append(len(file_of))
                 file_of.append(file)
+                lines.append(f.line)
+                reaches.append(hash(reach))
                 sizes.append(len(reach))
         size = np.asarray(sizes, dtype=np.float64)
         average = float(size.mean()) if len(size) else 1.0
         self._norm = (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * size / average))
         self._file_of = np.asarray(file_of, dtype=np.int64)
+        self._line_of = np.asarray(lines, dtype=np.int64)
+        self._reach_of = reaches
         self._files = (int(self._file_of[-1]) + 1) if file_of else 0
         self._index = index
         self._holders: dict[frozenset[str], np.ndarray] = {}
@@ -135,6 +141,14 @@ class FunctionSpellings:
     def file_scores(self, groups: Sequence[frozenset[str]], hot: frozenset[str]) -> dict[int, float]:
         """Per file (its number in the texts given), the BM25 score of its best function for the
         op `groups` (each an op's spellings; `hot`, the hot op's, weighs three times and more)."""
+        return {file: score for file, (score, *_) in self.best_functions(groups, hot).items()}
+
+    def best_functions(
+        self, groups: Sequence[frozenset[str]], hot: frozenset[str]
+    ) -> dict[int, tuple[float, int, int]]:
+        """Per file, as `file_scores`, with the def line of its best function (0: the module's own
+        code; the first of ties) and a hash of what it reaches (copies of a function that call
+        different helpers or modules reach different words)."""
         import numpy as np
 
         chunks = len(self._file_of)
@@ -146,10 +160,14 @@ class FunctionSpellings:
                 weight = 3 * weight + 1.0
             scores[holders] += weight * self._norm[holders]  # holders are distinct
         touched = np.flatnonzero(scores > 0)
-        best = np.zeros(self._files, dtype=np.float64)
-        np.maximum.at(best, self._file_of[touched], scores[touched])
-        files = np.flatnonzero(best > 0)
-        return dict(zip(files.tolist(), best[files].tolist()))
+        # per file, its best function: touched in file order, best first (stable: the first of ties)
+        order = touched[np.lexsort((-scores[touched], self._file_of[touched]))]
+        files, first = np.unique(self._file_of[order], return_index=True)
+        best = order[first]
+        return {
+            int(file): (float(scores[chunk]), int(self._line_of[chunk]), self._reach_of[chunk])
+            for file, chunk in zip(files.tolist(), best.tolist())
+        }
 
 
 @dataclass(frozen=True)
@@ -158,6 +176,7 @@ class _Spelled:
     (``self.q_norm = Qwen3RMSNorm(...)``: q_norm -> Qwen3RMSNorm)."""
 
     name: str  # "" for the module's own code
+    line: int  # its def line; 0 for the module's own code
     owner: str  # the class it is a method of, "" if none
     words: frozenset[str]
     modules: dict[str, str]
@@ -172,11 +191,14 @@ def _functions_of(text: str) -> list[_Spelled]:
             in_class = bool(around) and around[-1].group(2) == "class"
             defs.append((header, around[-1].group(3) if in_class else ""))
     starts = [header.start() for header, _ in defs]
-    out = [_Spelled("", "", spelled(text[: starts[0]] if starts else text), {})]
+    out = [_Spelled("", 0, "", spelled(text[: starts[0]] if starts else text), {})]
+    line, counted = 1, 0  # the def line of each header, counted on from the one before
     for i, (header, owner) in enumerate(defs):
+        line += text.count("\n", counted, header.start())
+        counted = header.start()
         body = text[starts[i] : starts[i + 1] if i + 1 < len(starts) else len(text)]
         built = dict(_BUILDS.findall(body)) if owner else {}
-        out.append(_Spelled(header.group(3), owner, spelled(body), built))
+        out.append(_Spelled(header.group(3), line, owner, spelled(body), built))
     return out
 
 

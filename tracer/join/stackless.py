@@ -96,6 +96,8 @@ MAX_FILES = 12  # files whose functions are aligned, picked by the window's op n
 MAX_FUNCTIONS = 10  # functions aligned per hot op, picked by the ops they predict
 MAX_TIED_FUNCTIONS = 40  # ... and those that name as many of the window's ops as the last of them
 MAX_CANDIDATES = 5
+NEAR_OPS = 2  # ops on each side of the hot one that pick files of their own ...
+NEAR_FILES = 4  # ... this many, past `MAX_FILES`
 CALLER_FILES = 4  # files that call a class or helper running the hot op, aligned beside those picked
 RANKING_CONFIDENCE = 0.45  # the most a ranking claims: never read as a match
 MIN_FIT = 2.5  # a candidate's function must explain more of the window than the op itself
@@ -132,7 +134,6 @@ REWARD = -1.0  # an op the point predicts by name
 QUIET_REWARD = -0.3  # a view or scalar op the point predicts (they fit many places)
 BLOCK = 0.1  # an op absorbed by a call that runs a block of its own (a module, a helper)
 INSIDE = 0.5  # an op inside the function's part that no point explains
-QUIET_SKIP = 0.05  # a point that may well run no op (a number, a str compare)
 SKIPPED_OP = 0.6  # a torch call or tensor operator on the path that ran no op
 DTYPE_AGAINST = 3.0
 BIAS_FOR = -1.5  # a layer's op whose bias the shapes show, where the source built the layer with one
@@ -142,6 +143,8 @@ RANGE_FOR = -2.0
 SUPPORT_MARGIN = 0.5  # candidates within this of their window's best say their files may have run
 SUPPORT_AGAINST = 1.0  # times (1 - the share of the trace's windows its file fits, of the best file's)
 TIE_MARGIN = 0.05  # copies this close in score (5% of the windows' share) are said to tie
+USED_MIN = 0.5  # tied copies: where the trace used at least this share of one file's functions ...
+USED_RATIO = 0.8  # ... a copy in a file it used less than this of that one's goes after
 TIE_FILES_NAMED = 10  # the files of a tie that its evidence names (then how many more)
 SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window again
 SUPPORTED_FUNCTIONS = 3  # ... their functions aligned with each window, past `MAX_FUNCTIONS`
@@ -151,10 +154,27 @@ COVER_TIED = 4  # ... files picked in one round, of those that fit as many windo
 COVER_MIN_WINDOWS = 3  # ... each fitting at least these windows the ones before it do not
 
 
+# Python's builtins that read what they are given and run no tensor op (``isinstance(x, str)``,
+# ``hasattr(m, "bias")``, ``len(x)``: a tensor's length is its size, no op).
+NO_OP_BUILTINS = frozenset(
+    {"isinstance", "issubclass", "hasattr", "getattr", "setattr", "delattr", "callable", "id", "hash"}
+    | {"repr", "print", "vars", "locals", "globals", "dir", "len", "format", "chr", "ord"}
+)
+
+
+def runs_no_op(point: CallPoint) -> bool:
+    """A call that runs no op: a type (``int(...)``, ``super()``) or a builtin of `NO_OP_BUILTINS`
+    (one the code base defines anew is called through its module, an attribute, or a local)."""
+    return point.kind == CALL and (
+        point.callee == BY_TYPE or (point.callee == BY_NAME and point.name in NO_OP_BUILTINS)
+    )
+
+
 def runs_a_block(point: CallPoint) -> bool:
-    """A call that may run any ops of its own (a module, a helper): not a type, not torch's API
-    called on a tensor or module (``x.to(...)``, ``torch.cat(...)``, ``F.silu(...)`` run their op)."""
-    if point.kind != CALL or point.callee == BY_TYPE:
+    """A call that may run any ops of its own (a module, a helper): not one that runs none
+    (`runs_no_op`), not torch's API called on a tensor or module (``x.to(...)``,
+    ``torch.cat(...)``, ``F.silu(...)`` run their op)."""
+    if point.kind != CALL or runs_no_op(point):
         return False
     return not (point.callee == BY_ATTRIBUTE and point.name in TORCH_API)
 
@@ -164,7 +184,7 @@ def predicted_ops(point: CallPoint) -> tuple[str, ...]:
     """The top-level ops `point` runs by name (empty for calls that run a block of their own)."""
     kind = point.kind
     if kind == CALL:
-        if point.callee == BY_TYPE:
+        if runs_no_op(point):
             return ()
         return CALL_OPS.get(point.name, (f"aten::{point.name}", f"aten::{point.name}_"))
     if kind == OPERATOR:
@@ -211,7 +231,7 @@ class StacklessCosts:
         """Without frames every op shows: a torch call or a tensor operator that ran nothing is
         evidence against the path that skips it (numbers and types run none)."""
         if point.kind == CALL:
-            if point.callee == BY_TYPE:
+            if runs_no_op(point):
                 return 0.05
             return 0.3 if runs_a_block(point) else SKIPPED_OP
         if point.kind == OPERATOR:
@@ -440,7 +460,7 @@ class StacklessRanker:
         self._definitions: dict[tuple[str, str], list[int]] | None = None  # ("class"/"def", name) -> files
         self._copies: FunctionCopies | None = None
         self._by_file_name: dict[str, _SourceFile] | None = None
-        self._digests: dict[str, dict[int, bytes]] = {}  # file -> def line -> its text's digest
+        self._digests: dict[str, dict[int, tuple[bytes, str]]] = {}  # file -> def line -> `_copy_key`
         self._support: dict[str, float] = {}  # file -> share of the windows it fits (`agree`)
         self._fits: dict[tuple, dict[int, float]] = {}  # (program, window, hot) -> point -> cost
         self._compatible: dict[int, dict] = {}  # program -> token -> its edges (`Alignment`)
@@ -466,7 +486,7 @@ class StacklessRanker:
 
     def _rank(self, window, hot, ranges, target_dtype) -> Ranking:
         hot_op = token_of(window[hot], Cat.CPU_OP).name
-        files = self._files_for(window, hot_op)
+        files = self._files_for(window, hot)
         if not files:
             return Ranking((), 0.0, ("no source file under the source roots spells the ops around it",))
         tokens = tuple(token_of(name, Cat.CPU_OP) for name in window)
@@ -564,12 +584,18 @@ class StacklessRanker:
 
     def _digest(self, function: _Function) -> bytes | None:
         """The digest of the function's normalised text (`FunctionCopies`), None if not found."""
-        digests = self._digests.get(function.file.name)
-        if digests is None:
-            digests = self._digests[function.file.name] = {
-                text.line: text.digest for text in self._function_copies().functions(function.file.name)
+        key = self._copy_key(function.file.name, function.line)
+        return key[0] if key is not None else None
+
+    def _copy_key(self, file: str, line: int) -> tuple[bytes, str] | None:
+        """What the copies of the function defined at `line` of `file` share (`FunctionCopies`: the
+        digest of its normalised text, and its name), None if no function is defined there."""
+        keys = self._digests.get(file)
+        if keys is None:
+            keys = self._digests[file] = {
+                text.line: (text.digest, text.name) for text in self._function_copies().functions(file)
             }
-        return digests.get(function.line)
+        return keys.get(line)
 
     def _judge(self, expanded: _Expanded, p: int, cost: float, words, target_dtype) -> Candidate:
         point = expanded.program.points[p]
@@ -694,12 +720,13 @@ class StacklessRanker:
         fits = _fits(second.values(), same)
         shares = _shares(_windows_fitting(fits))
         counts = Counter(file for _, files in fits for file in files)
+        used = self._used_shares(second.values(), same)
         changed = {}
         for key, ranking in again.items():
             new = ranking
             if ranking.candidates:
                 answers = self._with_copies(ranking.candidates, same, shares, counts, len(second))
-                answers, said = self._break_tie(answers, same)  # of all the copies that tie
+                answers, said = self._break_tie(answers, same, used)  # of all the copies that tie
                 answers = answers[:MAX_CANDIDATES]
                 new = replace(
                     ranking,
@@ -763,11 +790,27 @@ class StacklessRanker:
         )
 
     def _break_tie(
-        self, candidates: tuple[Candidate, ...], same: _SameLines
+        self, candidates: tuple[Candidate, ...], same: _SameLines, used: dict[str, float]
     ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
         if not _tied(candidates, same):
             return candidates, ()
-        return break_tie(candidates, same, self._importer_counts())
+        return break_tie(candidates, same, self._importer_counts(), used)
+
+    def _used_shares(self, rankings: Iterable[Ranking], same: _SameLines) -> dict[str, float]:
+        """Per file, the share of its functions (but ``__init__``) that some window fits (within
+        `SUPPORT_MARGIN` of its best, or a copy of such): how much of the file the trace used."""
+        used: dict[str, set[str]] = {}
+        for ranking in rankings:
+            for near in ranking.near:
+                for file, _, name in same.of(*near):
+                    if name:
+                        used.setdefault(file, set()).add(name)
+        copies = self._function_copies()
+        out = {}
+        for file, names in used.items():
+            functions = {f.qualname for f in copies.functions(file) if f.name != "__init__"}
+            out[file] = len(names & functions) / len(functions) if functions else 0.0
+        return out
 
     def _importer_counts(self) -> Counter:
         """File -> how many files import it."""
@@ -825,14 +868,6 @@ class StacklessRanker:
         functions = [qualified] * len(points)
         eps, consume, repeats = list(program.eps), list(program.consume), list(program.repeats)
         bindings = function.file.bindings
-        if bindings is not None and bindings.text_compares:
-            # comparing with a str runs no op: skipping it is free (the program cannot tell)
-            free = {
-                (u, v)
-                for u, v, p in consume
-                if points[p].kind == OPERATOR and (points[p].line, points[p].col) in bindings.text_compares
-            }
-            eps = [(u, v, QUIET_SKIP if (u, v) in free else c) for u, v, c in eps]
         n = program.n_states
         inlined: set[int] = set()
         if depth > 0:
@@ -1203,24 +1238,25 @@ class StacklessRanker:
         return [files[i] for i in indexes if files[i].programs is not None]
 
     # -- files --------------------------------------------------------------------------------------
-    def _files_for(self, window: Sequence[str], hot_op: str) -> list[_SourceFile]:
+    def _files_for(self, window: Sequence[str], hot: int) -> list[_SourceFile]:
         """The files whose functions spell the window's ops, rare ones counting most (and the hot one
-        most), parsed."""
+        most), then those that spell the ops next to the hot op best, parsed."""
         files = self._all_files()
-        groups = {frozenset(spellings(token_of(name, Cat.CPU_OP).name)) for name in window}
-        groups.discard(frozenset())
+        hot_op = token_of(window[hot], Cat.CPU_OP).name
         hot_group = frozenset(spellings(hot_op))
-        # a window's ops are run by one function and its helpers: files score as their best function
-        assert self._functions is not None  # built with the files
-        scores = self._functions.file_scores(sorted(groups, key=sorted), hot_group)
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], files[item[0]].name))
-        picked = [files[index] for index, score in ranked[:MAX_FILES] if score > 0]
+        scores = self._spelling_scores(window, hot_group)
+        picked = self._best_spelling(scores, MAX_FILES)
+        # a window holds the ops of the functions around the hot op's too, which a function of
+        # another file (a decoder layer) reaches all of: the ops next to the hot op pick files too
+        # (OLMo's norm, ``to``, ``layer_norm``, ``to``, was 27th to 124th by the whole window)
+        near = window[max(0, hot - NEAR_OPS) : hot + NEAR_OPS + 1]
+        picked.extend(self._best_spelling(self._spelling_scores(near, hot_group), NEAR_FILES, picked))
         # a class or helper that runs the hot op (``Conv1D.forward``'s ``torch.addmm``) explains too
         # little of the window alone: the files that call it by name are aligned as well
         runners = self._runners(picked, hot_op)
         if runners:
             callers = [i for i in self._spelled_by(runners) if files[i] not in picked]
-            callers.sort(key=lambda i: (-scores.get(i, 0.0), files[i].name))
+            callers.sort(key=lambda i: (-scores.get(i, (0.0,))[0], files[i].name))
             picked.extend(files[i] for i in callers[:CALLER_FILES])
         # the files the trace's windows fit, where they spell the hot op (or nothing spells it: views)
         for source_file in self._supported:
@@ -1229,6 +1265,40 @@ class StacklessRanker:
         for source_file in picked:
             self._parse_file(source_file)
         return [f for f in picked if f.programs is not None]
+
+    def _spelling_scores(
+        self, window: Sequence[str], hot_group: frozenset[str]
+    ) -> dict[int, tuple[float, int, int]]:
+        """Per file (its index in `_all_files`), how well its best function spells the window's ops
+        (`FunctionSpellings.best_functions`)."""
+        groups = {frozenset(spellings(token_of(name, Cat.CPU_OP).name)) for name in window}
+        groups.discard(frozenset())
+        # a window's ops are run by one function and its helpers: files score as their best function
+        assert self._functions is not None  # built with the files
+        return self._functions.best_functions(sorted(groups, key=sorted), hot_group)
+
+    def _best_spelling(
+        self, scores: dict[int, tuple[float, int, int]], count: int, picked: Sequence[_SourceFile] = ()
+    ) -> list[_SourceFile]:
+        """The `count` files (not in `picked`) that spell best by `scores`, skipping those whose best
+        function is a copy of one taken before (same text, reaching the same helpers): it adds
+        nothing to align (`agree` answers in each copy), so the places go to different code (Llama's
+        rotary embedding, not the fifth copy of a variant of it that casts once more)."""
+        files = self._all_files()
+        ranked = sorted(scores.items(), key=lambda item: (-item[1][0], files[item[0]].name))
+        out: list[_SourceFile] = []
+        taken: set[tuple] = set()
+        for index, (score, line, reach) in ranked:
+            if len(out) >= count or score <= 0:
+                break
+            key = self._copy_key(files[index].name, line)
+            if key is not None:
+                if (*key, reach) in taken:
+                    continue
+                taken.add((*key, reach))
+            if files[index] not in picked:
+                out.append(files[index])
+        return out
 
     def _runners(self, picked: list[_SourceFile], hot_op: str) -> frozenset[str]:
         """The specific names (classes, module-level functions) by which other files call the
@@ -1443,25 +1513,42 @@ def _tied(candidates: Sequence[Candidate], same: _SameLines) -> list[Candidate]:
 
 
 def break_tie(
-    candidates: tuple[Candidate, ...], same: _SameLines, importers: Counter
+    candidates: tuple[Candidate, ...],
+    same: _SameLines,
+    importers: Counter,
+    used: dict[str, float] | None = None,
 ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
-    """Copies that tie (`_tied`): which of them ran, the trace cannot tell. They are put in the order
-    of how many files of the code base import theirs (`importer_counts`: the copy the rest of the
-    code uses), and the ranking says so (the evidence it adds)."""
+    """Copies that tie (`_tied`): which of them ran, the trace cannot tell. First the copies in files
+    the trace used about as much as the most used one (`used`: the share of a file's functions its
+    windows fit, at least `USED_RATIO` of the most): a dense model's trace fits the copies of its
+    code in a MoE model's file as well, but leaves that file's experts and router unused. Among
+    those, the order of how many files of the code base import theirs (`importer_counts`: the copy
+    the rest of the code uses). The ranking says so (the evidence it adds)."""
     tied = _tied(candidates, same)
     if not tied:
         return candidates, ()
-    ordered = sorted(tied, key=lambda c: (-importers[c.file], c.score, c.file, c.line))
+    used = used or {}
+    most = max(used.get(c.file, 0.0) for c in tied)
+
+    def less_used(candidate: Candidate) -> bool:
+        return most >= USED_MIN and used.get(candidate.file, 0.0) < USED_RATIO * most
+
+    ordered = sorted(tied, key=lambda c: (less_used(c), -importers[c.file], c.score, c.file, c.line))
     rest = [c for c in candidates if c not in tied]
     named = list(dict.fromkeys(c.file for c in ordered))
     files = ", ".join(named[:TIE_FILES_NAMED]) + (
         f" and {len(named) - TIE_FILES_NAMED} more" if len(named) > TIE_FILES_NAMED else ""
     )
     holders = len({file for file, *_ in same.of(tied[0].file, tied[0].line)})
+    first = f"the copy most files import ({importers[ordered[0].file]})"
+    if any(less_used(c) for c in tied):
+        first = (
+            f"of the files the trace used most ({used.get(ordered[0].file, 0.0):.0%} of the functions "
+            f"of the first), {first}"
+        )
     said = (
         f"a tie: the same line of `{ordered[0].function}` and its copies fits about alike in {files} "
-        f"({holders} files hold the function); which of them ran, the trace cannot tell; first, the "
-        f"copy most files import ({importers[ordered[0].file]})"
+        f"({holders} files hold the function); which of them ran, the trace cannot tell; first, {first}"
     )
     return (*ordered, *rest), (said,)
 
