@@ -54,3 +54,19 @@ def write_package(tmp_path_factory):
         return root
 
     return write
+
+
+@pytest.fixture(scope="session")
+def nostack_scores():
+    """A function that scores corpus trace `name` (``family/torch/trace``) with every Python frame
+    stripped (`bench/corpus/scoring.py`), the test skipped when the corpus lacks it."""
+    from bench.corpus.scoring import CORPUS, find_corpus, score_trace
+
+    def score(name: str):
+        family = name.split("/", 1)[0]
+        trace = next((t for t in find_corpus(CORPUS, [family]) if t.name == name), None)
+        if trace is None:
+            pytest.skip(f"the corpus's {name} trace is missing")
+        return score_trace(trace, ("nostack",)).scores["nostack"]
+
+    return score

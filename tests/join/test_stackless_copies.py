@@ -10,24 +10,13 @@ from collections import Counter
 
 import pytest
 
-from bench.corpus.scoring import CORPUS, find_corpus, score_trace
 from tracer.join.copies import FunctionCopies
 from tracer.join.stackless import Candidate, _SameLines, break_tie
 
 
 @pytest.fixture(scope="module")
-def llama_generate():
-    trace = next(
-        (
-            t
-            for t in find_corpus(CORPUS, ["transformers"])
-            if t.name == "transformers/torch2.13/llama_generate"
-        ),
-        None,
-    )
-    if trace is None:
-        pytest.skip("the corpus's llama_generate trace is missing")
-    return score_trace(trace, ("nostack",)).scores["nostack"]
+def llama_generate(nostack_scores):
+    return nostack_scores("transformers/torch2.13/llama_generate")
 
 
 def test_copies_answered_in_the_file_that_ran(llama_generate) -> None:
@@ -80,7 +69,7 @@ def test_copies_that_tie_answer_first_in_the_file_the_trace_used() -> None:
     assert break_tie((moe, dense), same, importers, {"dense.py": 0.95, "moe.py": 0.9})[0] == (moe, dense)
 
 
-def test_sglang_copies_that_tie_answer_in_the_copy_the_code_imports() -> None:
+def test_sglang_copies_that_tie_answer_in_the_copy_the_code_imports(nostack_scores) -> None:
     """SGLang keeps its activations in ``srt/layers/activation.py`` and a copy in ``multimodal_gen``;
     a trace of the activations alone fits both files alike. The tie is said, and the srt copy (which
     ~100 files import, against ~16) comes first. Before: 0% of the op time ranked first (the copy
@@ -89,11 +78,6 @@ def test_sglang_copies_that_tie_answer_in_the_copy_the_code_imports() -> None:
     many of this trace's (weakly fit) windows and is ranked first for the gelu calls: 72.7% -> 50.5%
     ranked first, 78.1% in the top 3 either way. (Counted alike, Llama's generate fell to 3.2%: a file
     holding Llama's code and more won the windows that span the generate loop and the model.)"""
-    trace = next(
-        (t for t in find_corpus(CORPUS, ["sglang"]) if t.name == "sglang/torch2.13/activations"), None
-    )
-    if trace is None:
-        pytest.skip("the corpus's sglang activations trace is missing")
-    score = score_trace(trace, ("nostack",)).scores["nostack"]
+    score = nostack_scores("sglang/torch2.13/activations")
     assert score.rank1 >= 0.5 and score.top3 >= 0.75
     assert score.buckets[">=0.9"].answered_ns == 0 and score.buckets["0.5-0.9"].answered_ns == 0

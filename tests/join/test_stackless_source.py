@@ -10,7 +10,6 @@ import textwrap
 
 import pytest
 
-from bench.corpus.scoring import CORPUS, find_corpus, score_trace
 from tracer.join.program import OPERATOR, ModulePrograms
 from tracer.join.spelling import STORE, FunctionSpellings, spelled, spellings
 from tracer.join.stackless import STACKLESS
@@ -43,13 +42,20 @@ def test_a_big_file_is_picked_by_the_function_that_spells_the_window() -> None:
     small = "def cast(x):\n    return x.to(torch.float32).view(-1)\n"
     index = FunctionSpellings([pool, small])
     groups = [frozenset(spellings(op)) for op in ("aten::to", "aten::index_put_")]
-    scores = index.file_scores(groups, frozenset(spellings("aten::index_put_")))
+    scores = _file_scores(index, groups, "aten::index_put_")
     assert scores[0] > scores.get(1, 0.0)
 
 
 def _window_scores(texts: list[str], ops: list[str], hot: str) -> dict[int, float]:
     groups = [g for op in ops if (g := frozenset(spellings(op)))]
-    return FunctionSpellings(texts).file_scores(groups, frozenset(spellings(hot)))
+    return _file_scores(FunctionSpellings(texts), groups, hot)
+
+
+def _file_scores(index: FunctionSpellings, groups: list, hot: str) -> dict[int, float]:
+    """Per file, the score of its best function (`FunctionSpellings.best_functions`)."""
+    return {
+        file: score for file, (score, *_) in index.best_functions(groups, frozenset(spellings(hot))).items()
+    }
 
 
 def test_a_module_attribute_call_spells_what_the_module_runs() -> None:
@@ -129,14 +135,8 @@ def test_numbers_sizes_and_dtypes_run_no_operator() -> None:
 
 
 @pytest.fixture(scope="module")
-def gpt2_forward():
-    trace = next(
-        (t for t in find_corpus(CORPUS, ["transformers"]) if t.name == "transformers/torch2.13/gpt2_forward"),
-        None,
-    )
-    if trace is None:
-        pytest.skip("the corpus's gpt2_forward trace is missing")
-    return score_trace(trace, ("nostack",)).scores["nostack"]
+def gpt2_forward(nostack_scores):
+    return nostack_scores("transformers/torch2.13/gpt2_forward")
 
 
 def test_gpt2s_conv1d_imported_from_another_module(gpt2_forward) -> None:

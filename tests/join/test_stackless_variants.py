@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus.scoring import CORPUS, find_corpus, score_trace
 from tracer.join.program import CALL, OPERATOR, ModulePrograms
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines
@@ -152,14 +151,8 @@ def test_builtins_run_no_op_and_hold_none() -> None:
 
 
 @pytest.fixture(scope="module")
-def gpu_llama_forward():
-    trace = next(
-        (t for t in find_corpus(CORPUS, ["gpu"]) if t.name == "gpu/torch2.11/llama_forward"),
-        None,
-    )
-    if trace is None:
-        pytest.skip("the corpus's GPU llama_forward trace is missing")
-    return score_trace(trace, ("nostack",)).scores["nostack"]
+def gpu_llama_forward(nostack_scores):
+    return nostack_scores("gpu/torch2.11/llama_forward")
 
 
 def test_llamas_rotary_answers_in_llamas_file(gpu_llama_forward) -> None:

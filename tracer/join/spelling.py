@@ -138,17 +138,13 @@ class FunctionSpellings:
             self._holders[group] = found
         return found
 
-    def file_scores(self, groups: Sequence[frozenset[str]], hot: frozenset[str]) -> dict[int, float]:
-        """Per file (its number in the texts given), the BM25 score of its best function for the
-        op `groups` (each an op's spellings; `hot`, the hot op's, weighs three times and more)."""
-        return {file: score for file, (score, *_) in self.best_functions(groups, hot).items()}
-
     def best_functions(
         self, groups: Sequence[frozenset[str]], hot: frozenset[str]
     ) -> dict[int, tuple[float, int, int]]:
-        """Per file, as `file_scores`, with the def line of its best function (0: the module's own
-        code; the first of ties) and a hash of what it reaches (copies of a function that call
-        different helpers or modules reach different words)."""
+        """Per file (its number in the texts given), the BM25 score of its best function for the op
+        `groups` (each an op's spellings; `hot`, the hot op's, weighs three times and more), the def
+        line of that function (0: the module's own code; the first of ties) and a hash of what it
+        reaches (copies of a function that call different helpers or modules reach different words)."""
         import numpy as np
 
         chunks = len(self._file_of)
