@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from tracer.join.program import CallPoint, Program
 from tracer.join.tokens import Token
 
@@ -57,6 +59,25 @@ class PointChoice:
     candidates: tuple[CallPoint, ...] = ()  # best first, one per line, the chosen one included
 
 
+@dataclass(frozen=True)
+class _Consumes:
+    """The edges that can consume one token: (u, v, cost, point) each, and u, v, cost as arrays."""
+
+    edges: list[tuple[int, int, float, int]]
+    u: np.ndarray
+    v: np.ndarray
+    cost: np.ndarray
+
+    @staticmethod
+    def of(edges: list[tuple[int, int, float, int]]) -> _Consumes:
+        return _Consumes(
+            edges,
+            np.fromiter((e[0] for e in edges), dtype=np.int64, count=len(edges)),
+            np.fromiter((e[1] for e in edges), dtype=np.int64, count=len(edges)),
+            np.fromiter((e[2] for e in edges), dtype=np.float64, count=len(edges)),
+        )
+
+
 class Alignment:
     """Forward and backward costs of one run (`tokens`) through `program`; ask `choose(i)`.
 
@@ -79,18 +100,21 @@ class Alignment:
         free_start: bool = False,
         local: bool = False,
         focus: int | None = None,
-        compatible: dict[Token, list[tuple[int, int, float, int]]] | None = None,
+        compatible: dict[Token, _Consumes] | None = None,
     ) -> None:
+        from tracer.join.viterbi import passes  # numba: imported when the first run is aligned
+
         self.program = program
         self.tokens = tuple(tokens)
         self.costs = costs
         self.local = local
         n = program.n_states
-        self._forward_edges = sorted(((u, v, c) for u, v, c in program.eps if u < v), key=lambda e: e[0])
-        self._backward_order = self._forward_edges[::-1]
-        self._loop_edges = [(u, v, c) for u, v, c in program.eps if u >= v]
-        if local:
-            self._loop_edges.append((program.exit, program.entry, AGAIN))
+        flow = program.flow
+        loop_u, loop_v, loop_cost = flow.loop_u, flow.loop_v, flow.loop_cost
+        if local:  # the function called again right after it returned (the next layer)
+            loop_u = np.append(loop_u, program.exit)
+            loop_v = np.append(loop_v, program.entry)
+            loop_cost = np.append(loop_cost, AGAIN)
         self._weights = [FADE ** abs(i - focus) for i in range(len(tokens))] if focus is not None else None
         # token -> the edges that consume it; a caller aligning many runs with one program and one
         # `costs` may pass one dict to share
@@ -101,96 +125,57 @@ class Alignment:
         self.too_big = len(self._kept) * (len(program.eps) + len(program.consume)) > MAX_WORK
         if self.too_big:
             return
-        start = [INF] * n
-        for s in (program.entry, *program.resumes):
-            start[s] = 0.0
+        start = np.full(n, INF)
+        start[[program.entry, *program.resumes]] = 0.0
         if free_start or local:
-            start = [0.0] * n
-        self._close_forward(start)
-        forward = [start]
-        for i in self._kept:
-            forward.append(self._step_forward(forward[-1], self.tokens[i], self._weight(i)))
-        end = [0.0 if local else END_EARLY] * n
+            start[:] = 0.0
+        end = np.full(n, 0.0 if local else END_EARLY)
         end[program.exit] = 0.0
-        self._close_backward(end)
-        backward = [end]
-        for i in reversed(self._kept):
-            backward.append(self._step_backward(backward[-1], self.tokens[i], self._weight(i)))
-        backward.reverse()
-        self._forward, self._backward = forward, backward
-        self.total = min(f + b for f, b in zip(forward[-1], end))
+        consumes = [self._consumes(self.tokens[i]) for i in self._kept]
+        first = np.zeros(len(consumes) + 1, dtype=np.int64)
+        first[1:] = np.cumsum([len(c.u) for c in consumes])
+        self._forward, self._backward, closed = passes(
+            start,
+            end,
+            flow.forward_u,
+            flow.forward_v,
+            flow.forward_cost,
+            loop_u,
+            loop_v,
+            loop_cost,
+            np.asarray([costs.insert(self.tokens[i]) for i in self._kept], dtype=np.float64),
+            np.asarray([self._weight(i) for i in self._kept], dtype=np.float64),
+            first,
+            np.concatenate([c.u for c in consumes]) if consumes else np.zeros(0, dtype=np.int64),
+            np.concatenate([c.v for c in consumes]) if consumes else np.zeros(0, dtype=np.int64),
+            np.concatenate([c.cost for c in consumes]) if consumes else np.zeros(0),
+            local,
+        )
+        self.total = float(np.min(self._forward[-1] + closed))
 
     # -- the passes -------------------------------------------------------------------------------
     def _edges(self, token: Token) -> list[tuple[int, int, float, int]]:
+        """(u, v, cost, point) of each edge that can consume `token`."""
+        return self._consumes(token).edges
+
+    def _consumes(self, token: Token) -> _Consumes:
         found = self._compatible.get(token)
         if found is None:
             points = self.program.points
-            found = []
+            edges = []
             for u, v, p in self.program.consume:
                 cost = self.costs.match(points[p], token)
                 if cost is not None:
-                    found.append((u, v, cost, p))
+                    edges.append((u, v, cost, p))
             for t, p in self.program.repeats:
                 cost = self.costs.repeat(points[p], token)
                 if cost is not None:
-                    found.append((t, t, cost, p))
-            self._compatible[token] = found
+                    edges.append((t, t, cost, p))
+            found = self._compatible[token] = _Consumes.of(edges)
         return found
-
-    def _close_forward(self, cost: list[float]) -> None:
-        changed = True
-        while changed:
-            for u, v, c in self._forward_edges:
-                value = cost[u] + c
-                if value < cost[v]:
-                    cost[v] = value
-            changed = False
-            for u, v, c in self._loop_edges:
-                value = cost[u] + c
-                if value < cost[v] - _TIE:
-                    cost[v] = value
-                    changed = True
-
-    def _close_backward(self, cost: list[float]) -> None:
-        changed = True
-        while changed:
-            for u, v, c in self._backward_order:
-                value = cost[v] + c
-                if value < cost[u]:
-                    cost[u] = value
-            changed = False
-            for u, v, c in self._loop_edges:
-                value = cost[v] + c
-                if value < cost[u] - _TIE:
-                    cost[u] = value
-                    changed = True
 
     def _weight(self, i: int) -> float:
         return self._weights[i] if self._weights is not None else 1.0
-
-    def _step_forward(self, before: list[float], token: Token, weight: float) -> list[float]:
-        extra = self.costs.insert(token)
-        after = [value + extra for value in before]
-        for u, v, c, _ in self._edges(token):
-            value = before[u] + (c * weight if c < 0 else c)
-            if value < after[v]:
-                after[v] = value
-        if self.local:
-            after = [value if value < 0.0 else 0.0 for value in after]  # or start right here
-        self._close_forward(after)
-        return after
-
-    def _step_backward(self, later: list[float], token: Token, weight: float) -> list[float]:
-        extra = self.costs.insert(token)
-        before = [value + extra for value in later]
-        for u, v, c, _ in self._edges(token):
-            value = later[v] + (c * weight if c < 0 else c)
-            if value < before[u]:
-                before[u] = value
-        if self.local:
-            before = [value if value < 0.0 else 0.0 for value in before]  # or stop right here
-        self._close_backward(before)
-        return before
 
     # -- answers ---------------------------------------------------------------------------------
     def scores(
@@ -206,13 +191,13 @@ class Alignment:
         weight = self._weight(i)
         best: dict[int, float] = {}
         for u, v, c, p in self._edges(token):
-            value = before[u] + (c * weight if c < 0 else c) + after[v]
+            value = float(before[u]) + (c * weight if c < 0 else c) + float(after[v])
             if penalty is not None and value < INF:
                 value += penalty(points[p])
             if value < best.get(p, INF):
                 best[p] = value
         extra = self.costs.insert(token)
-        left_out = min(b + extra + a for b, a in zip(before, after))
+        left_out = float(np.min(before + extra + after))
         return best, left_out
 
     def choose(self, i: int, penalty: Callable[[CallPoint], float] | None = None) -> PointChoice:

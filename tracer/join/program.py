@@ -24,9 +24,13 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import cast, overload
+from functools import cached_property
+from typing import TYPE_CHECKING, cast, overload
 
 from tracer.join.dtypes import METHOD_DTYPES, canonical_dtype
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Point kinds.
 CALL, OPERATOR, GETITEM, SETITEM, VIEWS, FRAME, ENTER, EXIT, PROPERTY = (  # noqa: RUF100
@@ -159,6 +163,36 @@ class Program:
 
     def __len__(self) -> int:
         return len(self.points)
+
+    @cached_property
+    def flow(self) -> Flow:
+        """The free edges as arrays, in the order the alignment relaxes them (built once)."""
+        import numpy as np
+
+        forward = sorted(((u, v, c) for u, v, c in self.eps if u < v), key=lambda e: e[0])
+        loops = [(u, v, c) for u, v, c in self.eps if u >= v]
+
+        def arrays(edges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            return (
+                np.fromiter((e[0] for e in edges), dtype=np.int64, count=len(edges)),
+                np.fromiter((e[1] for e in edges), dtype=np.int64, count=len(edges)),
+                np.fromiter((e[2] for e in edges), dtype=np.float64, count=len(edges)),
+            )
+
+        return Flow(*arrays(forward), *arrays(loops))
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A program's free edges as arrays: those that go forward (u < v), by u (a pass in this order
+    settles them), and those that loop back (u >= v: loops, a ``continue``), which may need another."""
+
+    forward_u: np.ndarray
+    forward_v: np.ndarray
+    forward_cost: np.ndarray
+    loop_u: np.ndarray
+    loop_v: np.ndarray
+    loop_cost: np.ndarray
 
 
 # -- building -------------------------------------------------------------------------------------------
