@@ -217,6 +217,10 @@ class EventTableBuilder:
             shared = self._args[key] = cleaned
         return shared or None
 
+    def shared_args(self) -> list[dict[str, Any]]:
+        """Every args dict the rows hold, each once (rows hold these or None): what a worker sends."""
+        return [args for args in self._args.values() if args]
+
     def intern_args(self, kept: dict[str, Any], key: bytes) -> dict[str, Any]:
         """Identical args (same shapes in every layer and step) share one dict: read-only."""
         shared = self._args.get(key)
