@@ -303,9 +303,11 @@ def _args(builder: EventTableBuilder, cats: np.ndarray, raws: list[msgspec.Raw])
 def _kept_args(builder: EventTableBuilder, cats, python_rows, python, op_rows, ops) -> list:
     kept = np.full(len(cats), None, dtype=object)
     if python:
-        with_kept = [j for j, a in enumerate(python) if a.call_from or a.module_id]
-        if with_kept:
-            values = _kept(builder, _PYTHON_KEPT, [python[j] for j in with_kept])
+        # Which frames carry CallFrom or a module id (torch >= 2.14 only): `any` of the two raw values.
+        has_kept = np.fromiter(map(any, map(_PYTHON_KEPT.get, python)), dtype=bool, count=len(python))
+        with_kept = np.flatnonzero(has_kept)
+        if len(with_kept):
+            values = _kept(builder, _PYTHON_KEPT, _take(python, with_kept))
             kept[python_rows[with_kept]] = values
             builder.call_from = builder.call_from or any(v is not None and "CallFrom" in v for v in values)
     if ops:
