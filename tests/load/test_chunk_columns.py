@@ -33,3 +33,22 @@ def test_a_chunk_sends_each_name_and_args_once_with_an_index_per_row() -> None:
     assert [sent.names[i] for i in names] == table.name
     args = [None, *map(orjson.loads, sent.args)]
     assert [args[i] for i in np.frombuffer(sent.args_index, dtype=np.int32).tolist()] == table.args
+
+
+def test_a_workers_chunks_clean_each_args_once_and_count_alike(monkeypatch) -> None:
+    """A worker's chunks share what their builders cleaned: the second chunk with the same bad
+    shapes gets the same args and counts them as malformed as the first did."""
+    import tracer.load.parallel
+
+    event = (
+        b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": %d, "dur": 1, '
+        b'"args": {"External id": %d, "Input Dims": [[-1, 2], [2, 2]], "Input type": ["float", "float"]}}'
+    )
+    raw = b"[" + b",".join(event % (ts, ts) for ts in range(1, 5)) + b"]"
+    memo: dict = {}
+    monkeypatch.setattr(tracer.load.parallel, "_CLEANED", memo)
+    first, second = parse_chunk(raw), parse_chunk(raw)
+    assert len(memo) == 1  # cleaned once
+    assert first.malformed == second.malformed == 1  # the bad dims, counted in each chunk
+    assert first.args == second.args and b"-1" not in first.args[0]
+    assert first.names == second.names and first.name_index == second.name_index

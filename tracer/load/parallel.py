@@ -26,7 +26,7 @@ from tracer import progress
 from tracer.errors import InputError
 from tracer.load import source
 from tracer.load.chunks import EventChunks
-from tracer.load.columns import EventTableBuilder
+from tracer.load.columns import CleanedArgs, EventTableBuilder
 from tracer.load.fast import add_chunk
 from tracer.load.ranges import EventRange, RangePlan, read_range
 from tracer.load.window import WindowBounds
@@ -90,9 +90,12 @@ class ChunkColumns:
     missing_dur: int = 0
 
 
+_CLEANED: CleanedArgs = {}  # in a worker: the args its chunks' builders have cleaned
+
+
 def parse_chunk(raw: bytes, bounds: WindowBounds | None = None) -> ChunkColumns:
     """Worker side: parse one raw JSON array of events into `ChunkColumns` (raw_index from 0)."""
-    builder = EventTableBuilder(bounds)
+    builder = EventTableBuilder(bounds, cleaned=_CLEANED)
     count = add_chunk(builder, raw, 0)
     del raw
     table = builder.table
