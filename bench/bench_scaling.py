@@ -7,7 +7,8 @@ this tree and once with the baseline (`git archive REF` of this repository, defa
 before the change), each run measured in the same session. Prints MB/s end to end (the child's wall
 time, interpreter start included), the speedup against 1 core and against the baseline at the same
 cores, and peak memory / trace size: the summed PSS of the child and its workers (shared pages
-counted once), sampled every 20 ms. Every run's JSON output must be the same bytes.
+counted once), sampled every 20 ms. Every run's JSON output must be the same bytes. Both trees are
+byte-compiled first, as an installed package is.
 
     python bench/bench_scaling.py [--keep DIR] [--cores 1,2,4,8,16] [--repeat 1]
         [--baseline-ref main | --baseline-tree DIR | --no-baseline] [--size-mb 520]
@@ -18,6 +19,7 @@ The trace is built by bench_explain.py's replicator (from the llama H200 fixture
 from __future__ import annotations
 
 import argparse
+import compileall
 import hashlib
 import os
 import subprocess
@@ -200,6 +202,10 @@ def main() -> None:
         trees = {"new": REPO}
         if not args.no_baseline:
             trees["old"] = args.baseline_tree or baseline_tree(args.baseline_ref, Path(tmp) / "baseline")
+        for tree in trees.values():
+            # As installed (pip compiles the package): without .pyc files, and with
+            # PYTHONDONTWRITEBYTECODE set, each run would compile ~100 modules (0.2 s) anew.
+            compileall.compile_dir(tree / "tracer", quiet=1)
         size_mb = trace.stat().st_size / 1e6
         print(
             f"trace {trace} ({size_mb:.0f} MB); {available} cores available, "

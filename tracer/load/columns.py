@@ -46,6 +46,11 @@ KEPT_ARGS: dict[Cat, tuple[str, ...]] = {
     Cat.DRIVER: ("cbid",),
 }
 
+# Args already cleaned, by their JSON (`EventTableBuilder.trimmed`'s key): a worker's builders, one per
+# chunk, share one, so that each distinct args is checked once per worker rather than once per chunk.
+CleanedArgs = dict[bytes, tuple[dict[str, Any], bool]]
+MAX_CLEANED = 100_000  # entries, then it starts again: a bound for a hostile trace's millions of args
+
 _BUILTIN_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>$")
 
 
@@ -59,7 +64,7 @@ def frame_name(raw: str) -> str:
 class EventTableBuilder:
     """Accumulates rows chunk by chunk; flows and odd ids are kept aside for `finish`."""
 
-    def __init__(self, bounds: WindowBounds | None = None) -> None:
+    def __init__(self, bounds: WindowBounds | None = None, cleaned: CleanedArgs | None = None) -> None:
         self.table = EventTable()
         self.bounds = bounds  # load only this window (tracer.load.window); None: everything
         self.outside_window = 0
@@ -72,6 +77,7 @@ class EventTableBuilder:
         self.names: dict[str, str] = {}
         self.range_names: set[str] = set()  # our ranges, which cheap ones file as cpu_ops
         self._args: dict[bytes, dict[str, Any]] = {}
+        self._cleaned = cleaned  # args cleaned by earlier builders of this process (a worker's chunks)
 
     def add_events(self, events: list[Any], first_index: int) -> None:
         """Append the duration events of `events` (whose first is event number `first_index`)."""
@@ -211,11 +217,29 @@ class EventTableBuilder:
         shared = self._args.get(key)
         if shared is None:
             # Checked once per distinct args: later stages may rely on the types (see tracer.load.args).
-            cleaned = clean_args(kept)
-            if cleaned != kept:
+            cleaned, changed = self._clean(key, kept)
+            if changed:
                 self.malformed += 1
             shared = self._args[key] = cleaned
         return shared or None
+
+    def _clean(self, key: bytes, kept: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """`clean_args(kept)` and whether it changed anything; from the process's earlier builders
+        when they cleaned the same args (the dicts are read-only: sharing them is safe)."""
+        memo = self._cleaned
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            cleaned = clean_args(kept)
+            found = (cleaned, cleaned != kept)
+            if memo is not None:
+                if len(memo) >= MAX_CLEANED:
+                    memo.clear()
+                memo[key] = found
+        return found
+
+    def shared_args(self) -> list[dict[str, Any]]:
+        """Every args dict the rows hold, each once (rows hold these or None): what a worker sends."""
+        return [args for args in self._args.values() if args]
 
     def intern_args(self, kept: dict[str, Any], key: bytes) -> dict[str, Any]:
         """Identical args (same shapes in every layer and step) share one dict: read-only."""

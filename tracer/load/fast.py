@@ -170,31 +170,34 @@ def add_clean_chunk(builder: EventTableBuilder, raw: bytes, first_index: int) ->
         raise NotClean(str(err)) from None  # deeper than it reads, or bytes that are not UTF-8
     if not events:
         return 0
-    # One column per field, all in C: attrgetter over the structs, then transposed by zip.
-    ph, cat, name, pid, tid, ts, dur, args = zip(*map(_FIELDS, events), strict=True)
+    # One column per field, each read by attrgetter in C: the category and phase of every event, the
+    # rest of the rows kept only (a transpose of all fields of all events cost twice as much).
     n = len(events)
+    cat = list(map(_CAT, events))
     code = np.fromiter(map(_CODES.get, cat, itertools.repeat(-1)), dtype=np.int8, count=n)
     # `ph` may be any JSON value: compare each to "X" (an object array of lists would broadcast).
-    duration = np.fromiter(map(operator.eq, ph, itertools.repeat("X")), dtype=bool, count=n)
+    duration = np.fromiter(map(operator.eq, map(_PH, events), itertools.repeat("X")), dtype=bool, count=n)
     if "fwdbwd" in cat:
         flows = np.fromiter(map(operator.eq, cat, itertools.repeat("fwdbwd")), dtype=bool, count=n)
         if np.any(flows & ~duration):
             raise NotClean("backward-pass flows")
     keep = np.flatnonzero(duration & (code >= 0))
     if not len(keep):
-        return len(events)
+        return n
+    rows = events if len(keep) == n else _take(events, keep)
+    del cat, events
     cats = code[keep]
-    names = _names(builder, _take(name, keep))
+    names = _names(builder, list(map(_NAME, rows)))
     if builder.range_names:  # our cheap ranges are cpu_ops by category: make them ranges
         ours = np.fromiter(map(builder.range_names.__contains__, names), dtype=bool, count=len(names))
         cats[ours & (cats == _CPU_OP)] = _RANGE
-    durations = _take(dur, keep)
+    durations = list(map(_DUR, rows))
     if None in durations:
         raise NotClean("a duration event without dur")  # the general path counts them for a note
-    ts_ns, dur_ns = _times(_take(ts, keep), durations)
-    pids = _ids(builder, _take(pid, keep))
-    tids = _ids(builder, _take(tid, keep))
-    ext, corr, py_id, py_parent, kept = _args(builder, cats, _take(args, keep))
+    ts_ns, dur_ns = _times(list(map(_TS, rows)), durations)
+    pids = _ids(builder, list(map(_PID, rows)))
+    tids = _ids(builder, list(map(_TID, rows)))
+    ext, corr, py_id, py_parent, kept = _args(builder, cats, list(map(_ARGS, rows)))
     table = builder.table
     table.cat.frombytes(cats.tobytes())
     table.name.extend(names)
@@ -205,10 +208,12 @@ def add_clean_chunk(builder: EventTableBuilder, raw: bytes, first_index: int) ->
     ):  # fmt: skip
         column.frombytes(values.astype(np.int64, copy=False).tobytes())
     table.args.extend(kept)
-    return len(events)
+    return n
 
 
-_FIELDS = operator.attrgetter("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+_PH, _CAT, _NAME = operator.attrgetter("ph"), operator.attrgetter("cat"), operator.attrgetter("name")
+_PID, _TID = operator.attrgetter("pid"), operator.attrgetter("tid")
+_TS, _DUR, _ARGS = operator.attrgetter("ts"), operator.attrgetter("dur"), operator.attrgetter("args")
 
 
 def _take(values: tuple | list, rows: np.ndarray) -> list:
@@ -298,9 +303,11 @@ def _args(builder: EventTableBuilder, cats: np.ndarray, raws: list[msgspec.Raw])
 def _kept_args(builder: EventTableBuilder, cats, python_rows, python, op_rows, ops) -> list:
     kept = np.full(len(cats), None, dtype=object)
     if python:
-        with_kept = [j for j, a in enumerate(python) if a.call_from or a.module_id]
-        if with_kept:
-            values = _kept(builder, _PYTHON_KEPT, [python[j] for j in with_kept])
+        # Which frames carry CallFrom or a module id (torch >= 2.14 only): `any` of the two raw values.
+        has_kept = np.fromiter(map(any, map(_PYTHON_KEPT.get, python)), dtype=bool, count=len(python))
+        with_kept = np.flatnonzero(has_kept)
+        if len(with_kept):
+            values = _kept(builder, _PYTHON_KEPT, _take(python, with_kept))
             kept[python_rows[with_kept]] = values
             builder.call_from = builder.call_from or any(v is not None and "CallFrom" in v for v in values)
     if ops:
@@ -327,4 +334,8 @@ def _kept(builder: EventTableBuilder, reader: _KeptArgs, structs: list) -> list[
 
 
 def _array_of(raws: list[msgspec.Raw], rows: np.ndarray) -> bytes:
-    return b"[" + b",".join([raw or b"{}" for raw in _take(raws, rows)]) + b"]"  # no args: read as {}
+    """The args of `rows` as one JSON array (no args: read as {})."""
+    picked = _take(raws, rows)
+    if not all(picked):
+        picked = [raw or b"{}" for raw in picked]
+    return b"[" + b",".join(picked) + b"]"

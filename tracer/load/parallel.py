@@ -13,20 +13,20 @@ import multiprocessing
 import os
 import sys
 import threading
-from array import array
 from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from tracer import progress
 from tracer.errors import InputError
 from tracer.load import source
 from tracer.load.chunks import EventChunks
-from tracer.load.columns import EventTableBuilder
+from tracer.load.columns import CleanedArgs, EventTableBuilder
 from tracer.load.fast import add_chunk
 from tracer.load.ranges import EventRange, RangePlan, read_range
 from tracer.load.window import WindowBounds
@@ -78,9 +78,9 @@ class ChunkColumns:
     events: int  # events in the chunk (rows + those skipped), to number the next chunk
     ints: dict[str, bytes]
     names: list[str]
-    name_index: bytes  # array("i") into names
+    name_index: bytes  # int32 into names
     args: list[bytes]  # orjson of each distinct args dict
-    args_index: bytes  # array("i"): 0 for None, k + 1 for args[k]
+    args_index: bytes  # int32: 0 for None, k + 1 for args[k]
     fwdbwd_points: list[tuple[str, int, int, int, int]]
     string_ids: dict[str, int]
     skipped_no_ts: int
@@ -90,32 +90,34 @@ class ChunkColumns:
     missing_dur: int = 0
 
 
+_CLEANED: CleanedArgs = {}  # in a worker: the args its chunks' builders have cleaned
+
+
 def parse_chunk(raw: bytes, bounds: WindowBounds | None = None) -> ChunkColumns:
     """Worker side: parse one raw JSON array of events into `ChunkColumns` (raw_index from 0)."""
-    builder = EventTableBuilder(bounds)
+    builder = EventTableBuilder(bounds, cleaned=_CLEANED)
     count = add_chunk(builder, raw, 0)
     del raw
     table = builder.table
-    # Distinct values in first-seen order, then one index per row; map/dict.fromkeys keep the
-    # per-row work in C (a Python loop per row here cost as much as a tenth of the parse).
-    distinct_names = {name: k for k, name in enumerate(dict.fromkeys(table.name))}
-    name_index = array("i", map(distinct_names.__getitem__, table.name))
-    arg_ids = list(map(id, table.args))
-    arg_of_id = dict(zip(arg_ids, table.args))  # the loader shares identical args dicts
-    distinct_args: dict[int, int] = {id(None): 0}
-    args_list: list[bytes] = []
-    for arg_id in dict.fromkeys(arg_ids):
-        if arg_id not in distinct_args:
-            distinct_args[arg_id] = len(args_list) + 1
-            args_list.append(orjson.dumps(arg_of_id[arg_id]))
-    args_index = array("i", map(distinct_args.__getitem__, arg_ids))
+    # The chunk's distinct names and args are those its builder interned (each once, a few hundred),
+    # then one index per row by a dict lookup in C (into numpy: 2x array("i")'s append per item),
+    # with no pass over the rows to find them.
+    names = list(dict.fromkeys(builder.names.values()))
+    name_code = {name: k for k, name in enumerate(names)}
+    name_index = np.fromiter(map(name_code.__getitem__, table.name), dtype=np.int32, count=len(table))
+    shared = builder.shared_args()
+    args_code = {id(args): k for k, args in enumerate(shared, 1)}
+    args_code[id(None)] = 0
+    args_index = np.fromiter(
+        map(args_code.__getitem__, map(id, table.args)), dtype=np.int32, count=len(table)
+    )
     return ChunkColumns(
         rows=len(table),
         events=count,
         ints={name: getattr(table, name).tobytes() for name in INT_COLUMNS},
-        names=list(distinct_names),
+        names=names,
         name_index=name_index.tobytes(),
-        args=args_list,
+        args=[orjson.dumps(args) for args in shared],
         args_index=args_index.tobytes(),
         fwdbwd_points=builder.fwdbwd_points,
         string_ids=builder.string_ids,
@@ -182,8 +184,6 @@ def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> 
     for name in INT_COLUMNS:
         column = getattr(table, name)
         if name == "raw_index":
-            import numpy as np  # a vector add, not a Python int per row
-
             local = np.frombuffer(chunk.ints[name], dtype=np.int64) + first_index
             column.frombytes(local.tobytes())
         else:
@@ -203,9 +203,7 @@ def merge(builder: EventTableBuilder, chunk: ChunkColumns, first_index: int) -> 
 
 
 def _pick(values: list[Any], index: bytes) -> list[Any]:
-    """``[values[i] for i in index]`` (an array("i") as bytes) by numpy's object take: ~2x `map`."""
-    import numpy as np
-
+    """``[values[i] for i in index]`` (int32 as bytes) by numpy's object take: ~2x `map`."""
     table = np.empty(len(values), dtype=object)
     table[:] = values
     return table[np.frombuffer(index, dtype=np.int32)].tolist()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tracer.model.origin import Origin
+
+_NO_ORIGIN = Origin()  # stands in for a finding's origin while the rest converts
 
 CATEGORIES = ("cast/copy", "gemm", "attention", "communication", "memcpy", "memset", "other")
 
@@ -39,7 +41,7 @@ class Finding:
         return self.total_ns / self.calls if self.calls else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(replace(self, origin=_NO_ORIGIN))  # the origin converts itself, once
         data["origin"] = self.origin.to_dict()
         data["per_call_ns"] = self.per_call_ns
         return data
@@ -73,6 +75,6 @@ class Analysis:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(replace(self, findings=()))  # each finding converts itself, once
         data["findings"] = [f.to_dict() for f in self.findings]
         return data
