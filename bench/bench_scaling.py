@@ -201,7 +201,11 @@ def main() -> None:
             )
         trees = {"new": REPO}
         if not args.no_baseline:
-            trees["old"] = args.baseline_tree or baseline_tree(args.baseline_ref, Path(tmp) / "baseline")
+            trees["old"] = (
+                args.baseline_tree.resolve()
+                if args.baseline_tree
+                else baseline_tree(args.baseline_ref, Path(tmp) / "baseline")
+            )
         for tree in trees.values():
             # As installed (pip compiles the package): without .pyc files, and with
             # PYTHONDONTWRITEBYTECODE set, each run would compile ~100 modules (0.2 s) anew.
@@ -230,9 +234,11 @@ def report(results: dict, counts: list[int], size_mb: float, with_baseline: bool
     print("\n" + " ".join(f"{c:>10}" for c in columns))
     one = results.get(("new", counts[0]), {}) if counts else {}
     digests: set[str] = set()
+    failed = False  # a run that failed compared nothing
     for cores in counts:
         new, old = results["new", cores], results.get(("old", cores), {})
         if "error" in new:
+            failed = True
             print(f"{cores:>10} new code failed: {new['error']}")
             continue
         digests |= new["digests"]
@@ -243,10 +249,12 @@ def report(results: dict, counts: list[int], size_mb: float, with_baseline: bool
             old_cells = _cells(old, size_mb)
             cells += [*old_cells[:2], f"{old['wall_s'] / new['wall_s']:.2f}x", *old_cells[2:]]
         elif with_baseline:
+            failed = True
             cells.append(f"old code failed: {old.get('error', '?')}")
         print(" ".join(f"{c:>10}" for c in cells))
     same = "yes" if len(digests) == 1 else f"NO ({len(digests)} different outputs)"
-    print(f"\nexplain --json output identical in every run (new and old, every core count): {same}")
+    which = "the runs that ran; some failed" if failed else "new and old, every core count"
+    print(f"\nexplain --json output identical in every run ({which}): {same}")
     print(
         "s, MB/s: wall seconds of the whole `python -m tracer explain` process (interpreter start "
         "included) and trace MB per second; peak: summed PSS of it and its workers / trace size; "
