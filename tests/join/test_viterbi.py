@@ -32,7 +32,7 @@ def uncompiled(monkeypatch):
     """Runs `viterbi`'s functions as plain Python (each looked up by name at call time)."""
 
     def use() -> None:
-        for name in ("passes", "_close_forward", "_close_backward"):
+        for name in ("passes", "_sweep", "_close"):
             monkeypatch.setattr(viterbi, name, getattr(viterbi, name).py_func)
 
     return use

@@ -18,35 +18,52 @@ TIE = 1e-9  # a loop edge must improve a state by more than this to go round aga
 
 
 @njit(cache=True)
-def _close_forward(cost, fu, fv, fc, lu, lv, lc):  # pragma: no cover - compiled
+def _close(cost, src, dst, edge_cost, loop_src, loop_dst, loop_cost):  # pragma: no cover - compiled
+    """Relax the free edges src -> dst in their order (one sweep settles them), then those that loop
+    back, and again while a loop improved a state."""
     changed = True
     while changed:
-        for j in range(len(fu)):
-            value = cost[fu[j]] + fc[j]
-            if value < cost[fv[j]]:
-                cost[fv[j]] = value
+        for j in range(len(src)):
+            value = cost[src[j]] + edge_cost[j]
+            if value < cost[dst[j]]:
+                cost[dst[j]] = value
         changed = False
-        for j in range(len(lu)):
-            value = cost[lu[j]] + lc[j]
-            if value < cost[lv[j]] - TIE:
-                cost[lv[j]] = value
+        for j in range(len(loop_src)):
+            value = cost[loop_src[j]] + loop_cost[j]
+            if value < cost[loop_dst[j]] - TIE:
+                cost[loop_dst[j]] = value
                 changed = True
 
 
 @njit(cache=True)
-def _close_backward(cost, fu, fv, fc, lu, lv, lc):  # pragma: no cover - compiled
-    changed = True
-    while changed:
-        for j in range(len(fu) - 1, -1, -1):
-            value = cost[fv[j]] + fc[j]
-            if value < cost[fu[j]]:
-                cost[fu[j]] = value
-        changed = False
-        for j in range(len(lu)):
-            value = cost[lv[j]] + lc[j]
-            if value < cost[lu[j]] - TIE:
-                cost[lu[j]] = value
-                changed = True
+def _sweep(
+    initial, free, loops, extra, weight, first, src, dst, edge_cost, local, backwards
+):  # pragma: no cover
+    """One pass: row k the cost of each state at token k's boundary, from `initial` at the start
+    (forward: row 0) or the end (backward: the last row). `free` and `loops` are (src, dst, cost)
+    in the direction of the pass; `src`/`dst` the tokens' consuming edges in it."""
+    tokens = len(extra)
+    rows = np.empty((tokens + 1, len(initial)))
+    cost = initial.copy()
+    _close(cost, free[0], free[1], free[2], loops[0], loops[1], loops[2])
+    rows[tokens if backwards else 0] = cost
+    for step in range(tokens):
+        k = tokens - 1 - step if backwards else step
+        known = rows[k + 1] if backwards else rows[k]
+        found = rows[k] if backwards else rows[k + 1]
+        for s in range(len(known)):
+            found[s] = known[s] + extra[k]
+        for j in range(first[k], first[k + 1]):
+            c = edge_cost[j]
+            value = known[src[j]] + (c * weight[k] if c < 0 else c)
+            if value < found[dst[j]]:
+                found[dst[j]] = value
+        if local:  # or start (stop) right here
+            for s in range(len(found)):
+                if not found[s] < 0.0:
+                    found[s] = 0.0
+        _close(found, free[0], free[1], free[2], loops[0], loops[1], loops[2])
+    return rows
 
 
 @njit(cache=True)
@@ -57,45 +74,9 @@ def passes(start, end, fu, fv, fc, lu, lv, lc, extra, weight, first, eu, ev, ec,
     `start`/`end`: each state's cost to begin/finish there; `fu, fv, fc` the forward free edges by u,
     `lu, lv, lc` those that loop back; per token k, `extra[k]` what leaving it unexplained costs,
     `weight[k]` its rewards' weight, and its consuming edges ``eu, ev, ec[first[k]:first[k + 1]]``;
-    `local`: a window, which may start and stop anywhere (no state costs more than 0)."""
-    tokens = len(extra)
-    n = len(start)
-    forward = np.empty((tokens + 1, n))
-    backward = np.empty((tokens + 1, n))
-    cost = start.copy()
-    _close_forward(cost, fu, fv, fc, lu, lv, lc)
-    forward[0] = cost
-    for k in range(tokens):
-        before = forward[k]
-        after = forward[k + 1]
-        for s in range(n):
-            after[s] = before[s] + extra[k]
-        for j in range(first[k], first[k + 1]):
-            c = ec[j]
-            value = before[eu[j]] + (c * weight[k] if c < 0 else c)
-            if value < after[ev[j]]:
-                after[ev[j]] = value
-        if local:
-            for s in range(n):
-                if not after[s] < 0.0:
-                    after[s] = 0.0
-        _close_forward(after, fu, fv, fc, lu, lv, lc)
-    closed = end.copy()
-    _close_backward(closed, fu, fv, fc, lu, lv, lc)
-    backward[tokens] = closed
-    for k in range(tokens - 1, -1, -1):
-        later = backward[k + 1]
-        before = backward[k]
-        for s in range(n):
-            before[s] = later[s] + extra[k]
-        for j in range(first[k], first[k + 1]):
-            c = ec[j]
-            value = later[ev[j]] + (c * weight[k] if c < 0 else c)
-            if value < before[eu[j]]:
-                before[eu[j]] = value
-        if local:
-            for s in range(n):
-                if not before[s] < 0.0:
-                    before[s] = 0.0
-        _close_backward(before, fu, fv, fc, lu, lv, lc)
-    return forward, backward, closed
+    `local`: a window, which may start and stop anywhere (no state costs more than 0). The backward
+    pass runs the same edges the other way, the free ones in reverse order."""
+    forward = _sweep(start, (fu, fv, fc), (lu, lv, lc), extra, weight, first, eu, ev, ec, local, False)
+    free_back = (fv[::-1].copy(), fu[::-1].copy(), fc[::-1].copy())
+    backward = _sweep(end, free_back, (lv, lu, lc), extra, weight, first, ev, eu, ec, local, True)
+    return forward, backward, backward[len(extra)]
