@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from tracer.join.program import CallPoint, Program
+from tracer.join.program import CallPoint, Program, edge_arrays
 from tracer.join.tokens import Token
 
 INF = float("inf")
@@ -31,7 +31,7 @@ EXACT_MARGIN = 1.0  # the next line would need at least this much more surprise:
 TIE_MARGIN = 0.25  # closer than this is no evidence (what a scalar operator or a view costs): a tie
 GOOD_MARGIN = 0.5
 MAX_WORK = 4_000_000  # tokens x edges beyond which a run is not aligned (a huge driver loop)
-_TIE = 1e-9
+TIE = 1e-9  # closer than this is equal: a loop that improves a state by less stops; a fit no worse
 AGAIN = 0.3  # in a window: the function called again right after it returned (the next layer)
 FADE = 0.9  # in a window: a reward's weight per token of distance from the focus
 
@@ -70,12 +70,7 @@ class _Consumes:
 
     @staticmethod
     def of(edges: list[tuple[int, int, float, int]]) -> _Consumes:
-        return _Consumes(
-            edges,
-            np.fromiter((e[0] for e in edges), dtype=np.int64, count=len(edges)),
-            np.fromiter((e[1] for e in edges), dtype=np.int64, count=len(edges)),
-            np.fromiter((e[2] for e in edges), dtype=np.float64, count=len(edges)),
-        )
+        return _Consumes(edges, *edge_arrays(edges))
 
 
 class Alignment:
@@ -215,7 +210,7 @@ class Alignment:
                 by_line[line] = (value, p)
         ranked = sorted(by_line.values())
         top, p = ranked[0]
-        if top >= INF or top > left_out + _TIE:
+        if top >= INF or top > left_out + TIE:
             return PointChoice(
                 None, 0.0, ("the run fits better with this call made by no line of the source",)
             )

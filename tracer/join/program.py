@@ -167,19 +167,20 @@ class Program:
     @cached_property
     def flow(self) -> Flow:
         """The free edges as arrays, in the order the alignment relaxes them (built once)."""
-        import numpy as np
-
         forward = sorted(((u, v, c) for u, v, c in self.eps if u < v), key=lambda e: e[0])
         loops = [(u, v, c) for u, v, c in self.eps if u >= v]
+        return Flow(*edge_arrays(forward), *edge_arrays(loops))
 
-        def arrays(edges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            return (
-                np.fromiter((e[0] for e in edges), dtype=np.int64, count=len(edges)),
-                np.fromiter((e[1] for e in edges), dtype=np.int64, count=len(edges)),
-                np.fromiter((e[2] for e in edges), dtype=np.float64, count=len(edges)),
-            )
 
-        return Flow(*arrays(forward), *arrays(loops))
+def edge_arrays(edges: Sequence[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (u, v, cost, ...) of `edges` as three arrays: u and v as int64, cost as float64."""
+    import numpy as np
+
+    return (
+        np.fromiter((e[0] for e in edges), dtype=np.int64, count=len(edges)),
+        np.fromiter((e[1] for e in edges), dtype=np.int64, count=len(edges)),
+        np.fromiter((e[2] for e in edges), dtype=np.float64, count=len(edges)),
+    )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-TIE = 1e-9  # a loop edge must improve a state by more than this to go round again
+from tracer.join.align import TIE  # a loop edge must improve a state by more than this to go round again
 
 
 @njit(cache=True)
