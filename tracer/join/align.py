@@ -31,7 +31,7 @@ EXACT_MARGIN = 1.0  # the next line would need at least this much more surprise:
 TIE_MARGIN = 0.25  # closer than this is no evidence (what a scalar operator or a view costs): a tie
 GOOD_MARGIN = 0.5
 MAX_WORK = 4_000_000  # tokens x edges beyond which a run is not aligned (a huge driver loop)
-TIE = 1e-9  # closer than this is equal: a loop that improves a state by less stops; a fit no worse
+TIE = 1e-9  # closer than this is equal: a fit no worse than leaving the token out (viterbi.TIE alike)
 AGAIN = 0.3  # in a window: the function called again right after it returned (the next layer)
 FADE = 0.9  # in a window: a reward's weight per token of distance from the focus
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tracer.join.align import TIE  # a loop edge must improve a state by more than this to go round again
+# a loop edge must improve a state by more than this to go round again (align.TIE: this module is
+# imported by align, lazily, and imports nothing of it)
+TIE = 1e-9
 
 
 @njit(cache=True)
