@@ -4,11 +4,11 @@ For 1, 2, 4, 8 and 16 cores (those this machine has), runs `python -m tracer exp
 (with `--source` when transformers' source is set up, as bench_explain.py does) in a child process
 pinned to that many cores (sched_setaffinity) with KERNELTRACE_LOAD_WORKERS set to match, once with
 this tree and once with the baseline (`git archive REF` of this repository, default main: the code
-before the change), each run measured in the same session. Prints MB/s end to end (the child's wall
-time, interpreter start included), the speedup against 1 core and against the baseline at the same
-cores, and peak memory / trace size: the summed PSS of the child and its workers (shared pages
-counted once), sampled every 20 ms. Every run's JSON output must be the same bytes. Both trees are
-byte-compiled first, as an installed package is.
+before the change), each run measured in the same session, the repeats of the two interleaved.
+Prints MB/s end to end (the child's wall time, interpreter start included), the speedup against 1
+core and against the baseline at the same cores, and peak memory / trace size: the summed PSS of the
+child and its workers (shared pages counted once), sampled every 20 ms. Every run's JSON output must
+be the same bytes. Both trees are byte-compiled first, as an installed package is.
 
     python bench/bench_scaling.py [--keep DIR] [--cores 1,2,4,8,16] [--repeat 1]
         [--baseline-ref main | --baseline-tree DIR | --no-baseline] [--size-mb 520]
@@ -161,8 +161,8 @@ def run_explain(tree: Path, trace: Path, cores: int, out: Path) -> dict:
     }
 
 
-def best_of(repeat: int, tree: Path, trace: Path, cores: int, out: Path) -> dict:
-    runs = [run_explain(tree, trace, cores, out) for _ in range(repeat)]
+def best_of(runs: list[dict]) -> dict:
+    """The fastest of one tree's runs at one core count, with the largest peak of them all."""
     good = [r for r in runs if "error" not in r]
     if not good:
         return runs[0]
@@ -217,11 +217,14 @@ def main() -> None:
         )
         results: dict[tuple[str, int], dict] = {}
         for cores in counts:
-            for name, tree in trees.items():
-                results[name, cores] = best_of(
-                    args.repeat, tree, trace, cores, Path(tmp) / f"{name}{cores}.json"
-                )
-                row = results[name, cores]
+            # Repeats interleaved (new, old, new, old, ...): a drift of the host's speed during the
+            # runs of one core count touches both trees alike.
+            runs: dict[str, list[dict]] = {name: [] for name in trees}
+            for _ in range(args.repeat):
+                for name, tree in trees.items():
+                    runs[name].append(run_explain(tree, trace, cores, Path(tmp) / f"{name}{cores}.json"))
+            for name in trees:
+                results[name, cores] = row = best_of(runs[name])
                 shown = "error" if "error" in row else f"{row['wall_s']:.2f} s"
                 print(f"  ran {name} code on {cores} cores: {shown}", flush=True)
         report(results, counts, size_mb, "old" in trees)
