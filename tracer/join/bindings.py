@@ -18,6 +18,7 @@ PARTIAL = "partial"  # functools.partial(target, ...): calling it calls `target`
 LAMBDA = "lambda"  # a lambda defined on `line`
 ELEMENTS = "[]"  # a local name's key + this: what the container it names holds (``table[i](x)``)
 ALIAS = "alias"  # another name for `target` (a function or a class)
+REGISTRY = "registry"  # what a lookup in the module-level table `target` returns (``T.get(k, default)``)
 TORCH_OP = "torch_op"  # a torch function or a torch.nn module: calling it runs `aten::<target>`
 ACTIVATION = "activation"  # a TORCH_OP target: one of torch's activation ops, picked by a config value
 
@@ -49,6 +50,7 @@ _SAME_MODULE_METHODS = frozenset(
 _ACTIVATION_TABLE = re.compile(r"(?i)^act(2|_|ivations?$|s?$)")
 _ACTIVATION_GETTER = re.compile(r"(?i)^get_act(ivation)?(_fn|_layer|_cls)?$")
 _CONTAINERS = frozenset({"ModuleList", "list", "tuple"})
+_LOOKUPS = frozenset({"get", "get_interface"})  # a table's methods that return one of its values
 _TOP_TABLES = re.compile(r"^(ACT2[A-Z]*|ACTIVATIONS?)[ \t]*[=:]", re.MULTILINE)  # ``ACT2FN = ...``
 _TOP_DEFS = re.compile(r"^def[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 
@@ -65,7 +67,7 @@ def defines_activations(text: str) -> bool:
 class Binding:
     """One thing a name may be bound to."""
 
-    kind: str  # CALLED, PARTIAL, LAMBDA, ALIAS, TORCH_OP
+    kind: str  # CALLED, PARTIAL, LAMBDA, ALIAS, TORCH_OP, REGISTRY
     target: str = ""  # the class or function's name (last part of a dotted name), or the op's
     line: int = 0  # LAMBDA: where it is defined
     dtype: str | None = None  # PARTIAL of a cast: its literal dtype keyword
@@ -279,6 +281,10 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
         return (Binding(ALIAS, value.id),)
     if isinstance(value, ast.Subscript) and _ACTIVATION_TABLE.search(last_name(value.value) or ""):
         return (Binding(TORCH_OP, ACTIVATION),)  # ``ACT2FN[config.hidden_act]``
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+        return (
+            Binding(REGISTRY, value.value.id),
+        )  # ``ALL_ATTENTION_FUNCTIONS[config._attn_implementation]``
     if isinstance(value, ast.Attribute):
         if value.attr in TORCH_API and _root_name(value) in ("torch", "F", "functional", "nn", "Tensor"):
             return (Binding(TORCH_OP, value.attr),)
@@ -312,6 +318,11 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
         return bindings_of(func.value)
     if name is None:
         return ()
+    if name in _LOOKUPS and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        # ``ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation, eager_attention_forward)``:
+        # a function of the table, or the default
+        default = bindings_of(value.args[1]) if len(value.args) > 1 else ()
+        return (Binding(REGISTRY, func.value.id), *default)
     if _ACTIVATION_GETTER.search(name):
         return (Binding(TORCH_OP, ACTIVATION),)  # ``get_activation(config.hidden_act)``
     if name in TORCH_MODULE_OPS and _root_name(func) in ("nn", "torch", name):
@@ -360,6 +371,7 @@ __all__ = [
     "ELEMENTS",
     "LAMBDA",
     "PARTIAL",
+    "REGISTRY",
     "TORCH_MODULE_OPS",
     "TORCH_OP",
     "Binding",

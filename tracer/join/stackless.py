@@ -40,6 +40,7 @@ from tracer.join.bindings import (
     ELEMENTS,
     LAMBDA,
     PARTIAL,
+    REGISTRY,
     TORCH_OP,
     Binding,
     ModuleBindings,
@@ -345,10 +346,18 @@ class Candidate:
     rule: str | None = None
     reasons_for: tuple[str, ...] = ()
     reasons_against: tuple[str, ...] = ()
+    # the file of the function whose call reached this line of another file's helper (``repeat_kv`` of
+    # ``integrations/sdpa_attention.py`` from Gemma2's attention, through the attention table): the
+    # call says which copy ran, and the caller's file what the rest of the trace fits
+    via: str | None = None
 
     @property
     def location(self) -> str:
         return f"{self.file}:{self.line}"
+
+    @property
+    def location_key(self) -> tuple[str, int]:
+        return (self.file, self.line)
 
     def describe(self) -> str:
         parts = [f"{self.location} (`{self.function}`{', ' + self.rule if self.rule else ''})"]
@@ -419,6 +428,7 @@ class _Expanded:
 
 INLINE_DEPTH = 2  # helpers of helpers
 MAX_CALLEES = 3  # alternatives spliced in for one call (``self.act = A() if ... else B()``)
+MAX_REGISTRY_CALLEES = 8  # ... for a call of what a table of functions holds (every attention backend)
 MAX_DEFINING_FILES = 3  # a class or function defined in more files than this is not looked up by name
 # How a call names what it runs, for `StacklessRanker._callees`.
 SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
@@ -470,6 +480,7 @@ class StacklessRanker:
         self._records: frozenset[str] | None = None  # class names that are dataclasses (`_is_record`)
         self._activation_homes: list[_SourceFile] | None = None  # files defining ACT2FN, get_act_fn
         self._activations: dict[str, list[tuple[str, int, str]]] = {}  # op -> its activations' lines
+        self._registries: dict[tuple[str, str], list[_Function]] = {}  # (file, table) -> its functions
 
     def rank(
         self,
@@ -614,9 +625,11 @@ class StacklessRanker:
         if words & {function, function.rsplit(".", 1)[-1], *function.split(".")}:
             score += RANGE_FOR
             reasons_for.append("a range around the op names its function")
+        top = expanded.files[0] if expanded.files else file
+        caller_file = top if top != file else None  # a helper of another file: the call says which copy
         if self._support:
-            share = self._support.get(file, 0.0)
-            score += self._support_cost(file, self._support)
+            share = self._support.get(caller_file or file, 0.0)
+            score += self._support_cost(caller_file or file, self._support)
             if share < 0.5:
                 reasons_against.append(
                     f"the rest of the trace fits its file little ({share:.0%} of the best file)"
@@ -633,6 +646,7 @@ class StacklessRanker:
             (site.rule or None) if site is not None else None,
             tuple(reasons_for),
             tuple(reasons_against),
+            caller_file,
         )
 
     def _activation_candidates(
@@ -758,6 +772,12 @@ class StacklessRanker:
         """Each candidate and its copies, each scored by its own file's share of the windows."""
         out: dict[tuple[str, int], Candidate] = {}
         for candidate in candidates:
+            if candidate.via is not None:  # the call that reached it says which copy ran
+                fit = candidate.score - self._support_cost(candidate.via, self._support)
+                score = round(fit + self._support_cost(candidate.via, shares), 4)
+                if (candidate.file, candidate.line) not in out or out[candidate.location_key].score > score:
+                    out[candidate.location_key] = replace(candidate, score=score)
+                continue
             fit = candidate.score - self._support_cost(candidate.file, self._support)
             places = same.of(candidate.file, candidate.line)
             for file, line, function in places:
@@ -919,7 +939,10 @@ class StacklessRanker:
                             # around fit the caller, the op's own line is the activation's
                             inlined.add(len(points) - 1)
                         continue
-                    inner = self._expand(callee, depth - 1, (*stack, id(function)))
+                    # a dispatch through a table of functions (the attention backends) is no level of
+                    # its own: the backend's helpers (``repeat_kv``) are spliced in too
+                    deeper = depth if point.kind == CALL and self._tabled(point.name, function) else depth - 1
+                    inner = self._expand(callee, deeper, (*stack, id(function)))
                     if inner is None or len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
                         continue
                     sub, shift, state_shift = inner.program, len(points), n
@@ -1016,9 +1039,16 @@ class StacklessRanker:
             if len(candidates) == 1:
                 found.append(candidates[0])
         # a function may run itself once more (recursion), no deeper
-        return tuple(dict.fromkeys(f for f in found if isinstance(f, Binding) or stack.count(id(f)) < 2))[
-            :MAX_CALLEES
+        callees = tuple(dict.fromkeys(f for f in found if isinstance(f, Binding) or stack.count(id(f)) < 2))
+        return callees[
+            : MAX_REGISTRY_CALLEES
+            if len(callees) > MAX_CALLEES and self._tabled(name, caller)
+            else MAX_CALLEES
         ]
+
+    def _tabled(self, name: str, caller: _Function) -> bool:
+        """Whether `name` is bound to a lookup in a table of functions (`_registry`)."""
+        return any(b.kind == REGISTRY for b in caller.bindings.get(name, ()))
 
     def _bound(self, binding: Binding, near: _SourceFile) -> list:
         if binding.kind == TORCH_OP:
@@ -1038,7 +1068,30 @@ class StacklessRanker:
         if binding.kind in (PARTIAL, ALIAS):
             function = self._function(binding.target, near)
             return [function] if function is not None else []
+        if binding.kind == REGISTRY:
+            return self._registry(binding.target, near)
         return []
+
+    def _registry(self, name: str, near: _SourceFile) -> list[_Function]:
+        """The functions a module-level table `name` holds (`REGISTRY`): ``NAME = {"sdpa": f, ...}``,
+        or ``NAME = Cls()`` where ``Cls`` keeps such a dict as a class attribute (transformers'
+        ``ALL_ATTENTION_FUNCTIONS``, an ``AttentionInterface``), in `near` or the file it imports
+        `name` from. Which one a call runs depends on the config: each is an alternative."""
+        key = (near.name, name)
+        if key not in self._registries:
+            self._registries[key] = []
+            home, original = near, name
+            imported = near.bindings.imports.get(name) if near.bindings is not None else None
+            if imported is not None:
+                found = self._module_file(near.name, imported.level, imported.module)
+                if found is not None:
+                    self._parse_file(found)
+                    home, original = found, imported.name
+            if home.programs is not None:
+                names = _table_values(home.programs.tree, original)
+                functions = [self._function(value, home) for value in names]
+                self._registries[key] = list(dict.fromkeys(f for f in functions if f is not None))
+        return self._registries[key]
 
     def _frame(self, caller: _Function, point: CallPoint) -> _Function | None:
         """The program of the comprehension or generator expression at `point` of `caller`, as a
@@ -1417,6 +1470,28 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
             _Function(source_file, line, name, owner, frozenset(bag), tuple(dict.fromkeys(calls)), scope)
         )
     return sketches
+
+
+def _table_values(tree: ast.Module, name: str) -> list[str]:
+    """The names a module-level table `name` maps keys to: ``name = {...}``, or ``name = Cls()`` with
+    ``Cls`` (of the same module) holding such a dict as a class attribute."""
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            continue
+        dicts: list[ast.Dict] = [value] if isinstance(value, ast.Dict) else []
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
+            for item in classes[value.func.id].body:
+                if isinstance(item, (ast.Assign, ast.AnnAssign)) and isinstance(item.value, ast.Dict):
+                    dicts.append(item.value)
+        return [v.id for d in dicts for v in d.values if isinstance(v, ast.Name)]
+    return []
 
 
 def _sketch_receiver(func) -> str:
