@@ -282,9 +282,8 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
     if isinstance(value, ast.Subscript) and _ACTIVATION_TABLE.search(last_name(value.value) or ""):
         return (Binding(TORCH_OP, ACTIVATION),)  # ``ACT2FN[config.hidden_act]``
     if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
-        return (
-            Binding(REGISTRY, value.value.id),
-        )  # ``ALL_ATTENTION_FUNCTIONS[config._attn_implementation]``
+        # ``ALL_ATTENTION_FUNCTIONS[config._attn_implementation]``: a function of the table
+        return (Binding(REGISTRY, value.value.id),)
     if isinstance(value, ast.Attribute):
         if value.attr in TORCH_API and _root_name(value) in ("torch", "F", "functional", "nn", "Tensor"):
             return (Binding(TORCH_OP, value.attr),)

@@ -355,10 +355,6 @@ class Candidate:
     def location(self) -> str:
         return f"{self.file}:{self.line}"
 
-    @property
-    def location_key(self) -> tuple[str, int]:
-        return (self.file, self.line)
-
     def describe(self) -> str:
         parts = [f"{self.location} (`{self.function}`{', ' + self.rule if self.rule else ''})"]
         if self.reasons_for:
@@ -775,8 +771,9 @@ class StacklessRanker:
             if candidate.via is not None:  # the call that reached it says which copy ran
                 fit = candidate.score - self._support_cost(candidate.via, self._support)
                 score = round(fit + self._support_cost(candidate.via, shares), 4)
-                if (candidate.file, candidate.line) not in out or out[candidate.location_key].score > score:
-                    out[candidate.location_key] = replace(candidate, score=score)
+                key = (candidate.file, candidate.line)
+                if key not in out or out[key].score > score:
+                    out[key] = replace(candidate, score=score)
                 continue
             fit = candidate.score - self._support_cost(candidate.file, self._support)
             places = same.of(candidate.file, candidate.line)
