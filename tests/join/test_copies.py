@@ -108,3 +108,20 @@ def test_renames_apply_to_the_class_a_comment_heads_and_past_decorators() -> Non
     (a,), (b,), (c,) = function_texts(original), function_texts(copy), function_texts(unsaid)
     assert a.digest == b.digest and b.qualname == "BarBazQuxBlock.forward"
     assert c.digest != a.digest  # ``BarBazQux`` is more than one leading word: not a copy unless said
+
+
+def test_a_method_whose_class_builds_its_layers_with_a_bias_is_no_copy(
+    transformers_src: Path, copies: FunctionCopies
+) -> None:
+    """Qwen2's attention has the text of CWM's, but builds q/k/v with ``bias=True`` (the ops' shapes
+    show it); DeepSeek-OCR2's text attention, built alike, stays its copy. ``bias=False`` and a
+    config's flag build alike in the configs that run: the MLPs stay copies of Llama's."""
+    qwen2 = transformers_src / MODELS / "qwen2/modeling_qwen2.py"
+    line = _line_of(qwen2, "cos, sin = position_embeddings")
+    holders = {file for file, *_ in copies.same_line(f"{MODELS}/qwen2/modeling_qwen2.py", line)}
+    assert f"{MODELS}/deepseek_ocr2/modeling_deepseek_ocr2.py" in holders
+    assert f"{MODELS}/cwm/modeling_cwm.py" not in holders
+    assert f"{MODELS}/llama/modeling_llama.py" not in holders
+    mlp = _line_of(qwen2, "down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))")
+    mlp_holders = {file for file, *_ in copies.same_line(f"{MODELS}/qwen2/modeling_qwen2.py", mlp)}
+    assert f"{MODELS}/llama/modeling_llama.py" in mlp_holders  # bias=False vs bias=config.mlp_bias

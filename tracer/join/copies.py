@@ -8,9 +8,13 @@ copy, so that other evidence (which files the rest of the trace fits) can choose
 
 Two functions are copies when their lines are the same once comments, blank lines and docstrings are
 dropped and the leading word of CamelCase names is (``LlamaRMSNorm`` and ``MistralRMSNorm`` are both
-``RMSNorm``). A copy that says so (transformers' and diffusers' ``# Copied from m.GPT2Attention with
-GPT2->DecisionTransformerGPT2`` above a class or def) has its renames undone first. Found from the
-text alone (no parse), each file once.
+``RMSNorm``), and, for methods, their classes build as many layers with ``bias=True``: Qwen2's
+attention and CWM's share ``forward``'s text, but Qwen2's projections carry a bias, which the ops'
+shapes show (an alignment of one is no alignment of the other). ``bias=False`` and a config's flag
+(``bias=config.mlp_bias``, off by default) are not told apart: they build alike in the configs that
+run, and telling them apart split the MLPs' copies for nothing. A copy that says so (transformers'
+and diffusers' ``# Copied from m.GPT2Attention with GPT2->DecisionTransformerGPT2`` above a class or
+def) has its renames undone first. Found from the text alone (no parse), each file once.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ HEADER = re.compile(r"^([ \t]*)(class|(?:async[ \t]+)?def)[ \t]+([A-Za-z_]\w*)",
 _MODEL_PREFIX = re.compile(r"\b[A-Z][a-z0-9]+(?=[A-Z])")  # ``Llama`` in ``LlamaRMSNorm``
 _COPIED_FROM = re.compile(r"#\s*Copied from \S+ with (.+)$")  # ... with A->B, a->b
 _CLOSERS = (")", "]", "}")
+_BIASED = re.compile(r"\bbias[ \t]*=[ \t]*True\b")  # a layer built with a bias for sure
 _QUOTES = ('"""', "'''")
 
 
@@ -49,15 +54,17 @@ def function_texts(text: str) -> list[FunctionText]:
         starts.append(starts[-1] + len(line) + 1)
     found = []
     renamed: dict[int, tuple[tuple[str, str], ...]] = {}  # a header's start -> the renames to undo
+    biased: dict[int, int] = {}  # a class header's start -> how many layers it builds with a bias
     for match, around in scoped_headers(text):
         qualname = ".".join([*(scope.group(3) for scope in around), match.group(3)])
         at = bisect.bisect_right(starts, match.start()) - 1  # the header's 0-based line
         renames = renamed[match.start()] = (renamed[around[-1].start()] if around else ()) + _renames(
             lines, at
         )
-        if match.group(2) == "class":
-            continue
         indent = len(match.group(1).expandtabs())
+        if match.group(2) == "class":
+            biased[match.start()] = _biased_layers(lines, at, indent)
+            continue
         kept: list[int] = []
         normal: list[str] = []
         quote = None
@@ -88,9 +95,28 @@ def function_texts(text: str) -> list[FunctionText]:
             for copy_name, original in renames:
                 code = code.replace(copy_name, original)
             normal.append(_MODEL_PREFIX.sub("", code))
+        owner = next((scope for scope in reversed(around) if scope.group(2) == "class"), None)
+        if owner is not None and biased.get(owner.start()):
+            normal.append(f"# layers with a bias: {biased[owner.start()]}")
         digest = hashlib.blake2b("\n".join(normal).encode(), digest_size=8).digest()
         found.append(FunctionText(at + 1, match.group(3), qualname, digest, tuple(kept)))
     return found
+
+
+def _biased_layers(lines: list[str], at: int, indent: int) -> int:
+    """How many ``bias=True`` the class whose header is at line `at` (0-based, indented by `indent`)
+    spells: the layers it builds with a bias."""
+    count = 0
+    for raw in lines[at + 1 :]:
+        stripped = raw.strip()
+        if (
+            stripped
+            and len(raw.expandtabs()) - len(raw.expandtabs().lstrip()) <= indent
+            and not stripped.startswith((*_CLOSERS, "#"))
+        ):
+            break  # the class ended
+        count += len(_BIASED.findall(stripped.split("  #", 1)[0]))
+    return count
 
 
 def scoped_headers(text: str) -> Iterator[tuple[re.Match[str], tuple[re.Match[str], ...]]]:
