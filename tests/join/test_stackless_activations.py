@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tracer.api import explain_trace
-from tracer.join.bindings import defines_activations
+from tracer.join.bindings import activations_named, defines_activations
 
 ACTIVATIONS = """
 import torch
@@ -115,3 +115,84 @@ def test_a_chosen_activation_answers_in_its_own_line(
         assert (origin.file, origin.line) == ("actpkg/activations.py", line), origin.candidates
         assert origin.answer == "ranked" and origin.confidence < 0.5  # still a ranking
         assert any("chosen by a config value" in e for e in origin.evidence), origin.evidence
+
+
+# transformers' GELU classes: the same ``return self.act(input)`` in three classes of one file, each
+# binding ``self.act`` its own way (a tanh GELU first, as in transformers' file)
+GELUS = """
+import functools
+
+import torch
+from torch import nn
+
+
+class GELUTanh(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = functools.partial(nn.functional.gelu, approximate="tanh")
+
+    def forward(self, input):
+        return self.act(input)
+
+
+class GELUActivation(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.functional.gelu
+
+    def forward(self, input):
+        return self.act(input)
+
+
+class MishActivation(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.functional.mish
+
+    def forward(self, input):
+        return self.act(input)
+
+
+ACT2CLS = {"gelu_pytorch_tanh": GELUTanh, "gelu": (GELUActivation, {}), "mish": MishActivation}
+ACT2FN = {name: (cls if isinstance(cls, type) else cls[0])() for name, cls in ACT2CLS.items()}
+"""
+GELU_MODELS = """
+import torch
+from torch import nn
+
+from .activations import ACT2FN
+
+{mlps}
+"""
+
+
+def test_activations_named_by_the_op_in_transformers_table(transformers_src: Path) -> None:
+    text = (transformers_src / "transformers/activations.py").read_text()
+    assert activations_named(text, "gelu") == ["GELUActivation"]
+    assert activations_named(text, "silu") == ["SiLUActivation"]
+    assert activations_named(text, "scaled_dot_product_attention") == []
+    assert activations_named("NAMES = {'gelu': GELUActivation}\n", "gelu") == []  # no activation table
+
+
+def test_a_gelu_answers_in_the_class_the_table_names_gelu(
+    write_package, tmp_path: Path, profile_without_stacks, import_from_package
+) -> None:
+    import torch
+
+    mlps = "\n".join(MLP.format(i=i, value='ACT2FN["gelu"]') for i in range(10))
+    package = write_package("gelupkg", {"activations": GELUS, "models": GELU_MODELS.format(mlps=mlps)})
+    mlp = import_from_package(package, "gelupkg.models").MLP0("gelu")
+    x = torch.randn(4, 8)
+    trace = profile_without_stacks(lambda: mlp(x), tmp_path / "gelu.json")
+    analysis = explain_trace(trace, source=[package])
+    gelu = [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == "aten::gelu"]
+    assert gelu
+    lines = GELUS.strip("\n").splitlines()
+    forwards = [i for i, text in enumerate(lines, 2) if text.strip() == "return self.act(input)"]
+    tanh, plain, mish = forwards
+    for origin in gelu:
+        assert (origin.file, origin.line) == ("gelupkg/activations.py", plain), origin.candidates
+        assert origin.answer == "ranked" and origin.confidence < 0.5
+        assert any("by the op's own name ('gelu')" in e for e in origin.evidence), origin.evidence
+        assert f"gelupkg/activations.py:{tanh}" in origin.candidates  # it runs aten::gelu too: after
+        assert f"gelupkg/activations.py:{mish}" not in origin.candidates  # the same text; it runs mish

@@ -63,6 +63,13 @@ def defines_activations(text: str) -> bool:
     )
 
 
+def activations_named(text: str, key: str) -> list[str]:
+    """The classes a module's activation table maps the key `key` to (``"gelu": GELUActivation``,
+    ``"gelu": (GELUActivation, {...})``), by their last name; empty where no entry has that key."""
+    pattern = re.compile(rf"""["']{re.escape(key)}["'][ \t]*:[ \t]*\(?[ \t]*([A-Za-z_][\w.]*)""")
+    return [name.rsplit(".", 1)[-1] for name in pattern.findall(text)] if _TOP_TABLES.search(text) else []
+
+
 @dataclass(frozen=True)
 class Binding:
     """One thing a name may be bound to."""

@@ -44,6 +44,7 @@ from tracer.join.bindings import (
     TORCH_OP,
     Binding,
     ModuleBindings,
+    activations_named,
     bindings_of,
     defines_activations,
     module_bindings,
@@ -437,6 +438,8 @@ SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
 )
 MAX_INLINED_POINTS = 600
 MAX_ACTIVATION_HOMES = 8  # files defining activation tables or getters looked into (more: none)
+# the activation a table names by the op's own name (``"gelu": GELUActivation``) first: a tie-break
+NAMED_ACTIVATION = 0.001
 # ``self.<name>`` outside a class: bound as the source's classes bind it when this share of at least
 # this many single-line assignments agree
 ATTRIBUTE_QUORUM = 0.9
@@ -458,6 +461,7 @@ class StacklessRanker:
         self._rankings: dict[tuple, Ranking] = {}
         self._expanded: dict[int, _Expanded | None] = {}
         self._bags: dict[int, frozenset[str]] = {}
+        self._near_bags: dict[int, frozenset[str]] = {}  # `_near_bag`
         self._by_name: dict[str, list[_Function]] = {}  # the functions parsed so far, by name (helpers)
         self._index: dict[str, list[int]] | None = None  # spelled name -> files spelling it
         self._holders: dict[frozenset[str], frozenset[int]] = {}
@@ -475,7 +479,7 @@ class StacklessRanker:
         self._anywhere: dict[str, tuple[Binding, ...]] = {}  # attribute -> what they agree it runs
         self._records: frozenset[str] | None = None  # class names that are dataclasses (`_is_record`)
         self._activation_homes: list[_SourceFile] | None = None  # files defining ACT2FN, get_act_fn
-        self._activations: dict[str, list[tuple[str, int, str]]] = {}  # op -> its activations' lines
+        self._activations: dict[str, list[tuple[str, int, str, str]]] = {}  # op -> its activations' lines
         self._registries: dict[tuple[str, str], list[_Function]] = {}  # (file, table) -> its functions
 
     def rank(
@@ -577,15 +581,15 @@ class StacklessRanker:
         copy, and those tied with the last of them by the ops they name (up to `MAX_TIED_FUNCTIONS`:
         a window of a few common ops, ``to`` and ``add``, is named alike by many functions)."""
         out: list[tuple] = []
-        seen: set[tuple] = set()
+        seen: dict[tuple, str] = {}  # copy -> the file of the one aligned
         for item in ranked:
             function = item[-1]
             key = (self._digest(function), self._bag(function))
-            if key[0] is not None and key in seen:
-                continue
+            if key[0] is not None and seen.get(key, function.file.name) != function.file.name:
+                continue  # (the same text in another class of its file answers apart: `answering`)
             if len(out) >= MAX_FUNCTIONS and (item[0] != out[-1][0] or len(out) >= MAX_TIED_FUNCTIONS):
                 break  # past the cap, only functions that name as many of the window's ops
-            seen.add(key)
+            seen.setdefault(key, function.file.name)
             out.append(item)
         return out
 
@@ -653,48 +657,61 @@ class StacklessRanker:
         each scored by that fit (which activation the config chose, the source cannot say)."""
         caller = expanded.functions[p]
         candidates = []
-        for file, line, function in self._activation_lines(hot_op):
+        for file, line, function, named in self._activation_lines(hot_op):
             site = self._site_at(file, line)
-            reason = (
-                f"the ops around it fit `{caller}` (score {-cost:.1f}), which calls an activation chosen by "
-                f"a config value; `{function}` runs {hot_op}"
-            )
+            reasons = [
+                (
+                    f"the ops around it fit `{caller}` (score {-cost:.1f}), which calls an activation "
+                    f"chosen by a config value; `{function}` runs {hot_op}"
+                )
+            ]
+            if named:  # a tie-break: configs most often name an activation by its op
+                reasons.append(f"the activation table names it by the op's own name ({named!r})")
             candidates.append(
                 Candidate(
                     file,
                     line,
-                    round(cost, 4),
+                    round(cost - (NAMED_ACTIVATION if named else 0.0), 4),
                     function,
                     site.id if site is not None else None,
                     (site.rule or None) if site is not None else None,
-                    reasons_for=(reason,),
+                    reasons_for=tuple(reasons),
                 )
             )
         return candidates
 
-    def _activation_lines(self, hot_op: str) -> list[tuple[str, int, str]]:
-        """(file, line, module) of each line of a module's forward that runs `hot_op`, in the files that
-        define an activation table or getter (`bindings.defines_activations`)."""
+    def _activation_lines(self, hot_op: str) -> list[tuple[str, int, str, str]]:
+        """(file, line, module, the table's key naming the module by the op's own name or "") of each
+        line of a module's forward that runs `hot_op`, in the files that define an activation table or
+        getter (`bindings.defines_activations`)."""
         found = self._activations.get(hot_op)
         if found is None:
             if self._activation_homes is None:
                 homes = [f for f in self._all_files() if defines_activations(f.text)]
                 self._activation_homes = homes if len(homes) <= MAX_ACTIVATION_HOMES else []
             found = []
+            key = hot_op.rsplit("::", 1)[-1]
             for home in self._activation_homes:
                 self._parse_file(home)
+                named = set(activations_named(home.text, key))
                 for function in home.functions:
                     if (
                         function.owner is None
                         or function.name not in MODULE_CALLS
-                        or hot_op not in function.bag
+                        or hot_op
+                        not in self._near_bag(function)  # its lines, or an attribute bound to the op
                     ):
                         continue
                     expanded = self._expand(function)
                     if expanded is None:
                         continue
                     found.extend(
-                        (home.name, point.line, f"{function.owner}.{function.name}")
+                        (
+                            home.name,
+                            point.line,
+                            f"{function.owner}.{function.name}",
+                            key if function.owner in named else "",
+                        )
                         for q, point in enumerate(expanded.program.points)
                         if q not in expanded.inlined
                         and hot_op in CALL_OPS.get(point.name, (f"aten::{point.name}",))
@@ -776,7 +793,7 @@ class StacklessRanker:
                     out[key] = replace(candidate, score=score)
                 continue
             fit = candidate.score - self._support_cost(candidate.file, self._support)
-            places = same.of(candidate.file, candidate.line)
+            places = same.answering(candidate.file, candidate.line)
             for file, line, function in places:
                 score = round(fit + self._support_cost(file, shares), 4)
                 if (file, line) in out and out[(file, line)].score <= score:
@@ -871,6 +888,13 @@ class StacklessRanker:
         found = frozenset(bag)
         if depth == INLINE_DEPTH:
             self._bags[id(function)] = found
+        return found
+
+    def _near_bag(self, function: _Function) -> frozenset[str]:
+        """The ops a function and what it calls name (`_bag` one call deep: ``self.act = F.gelu``)."""
+        found = self._near_bags.get(id(function))
+        if found is None:
+            found = self._near_bags[id(function)] = self._bag(function, 1)
         return found
 
     def _expand(self, function: _Function, depth: int = INLINE_DEPTH, stack: tuple = ()) -> _Expanded | None:
@@ -1531,6 +1555,12 @@ class _SameLines:
             found = self._known[(file, line)] = self._copies.same_line(file, line) or [(file, line, "")]
         return found
 
+    def answering(self, file: str, line: int) -> list[tuple[str, int, str]]:
+        """`of` without the copies in the line's own file: the same text in another class of the file
+        does not stand in for it, as that class binds what it calls (``self.act``) its own way; where a
+        window fits that class, it is aligned and answers for itself (`StacklessRanker._distinct`)."""
+        return [place for place in self.of(file, line) if place[0] != file or place[1] == line]
+
 
 def _fits(rankings: Iterable[Ranking], same: _SameLines) -> list[tuple[float, set[str]]]:
     """Per window (ranking): its best score, and the files of its candidates within `SUPPORT_MARGIN`
@@ -1579,7 +1609,7 @@ def _tied(candidates: Sequence[Candidate], same: _SameLines) -> list[Candidate]:
     """The first candidate and those of the same line of its copies whose score is within
     `TIE_MARGIN` of it (their files fit about as many of the trace's windows); empty if none is."""
     best = candidates[0]
-    copies = {(file, line) for file, line, _ in same.of(best.file, best.line)}
+    copies = {(file, line) for file, line, _ in same.answering(best.file, best.line)}
     tied = [c for c in candidates if c.score <= best.score + TIE_MARGIN and (c.file, c.line) in copies]
     return tied if len(tied) > 1 else []
 
