@@ -12,8 +12,7 @@ import textwrap
 
 import pytest
 
-from tracer.join.bindings import ALIAS, REGISTRY, Binding, bindings_of
-from tracer.join.stackless import _table_values
+from tracer.join.bindings import ALIAS, REGISTRY, Binding, bindings_of, table_values
 
 
 def _value(source: str) -> ast.expr:
@@ -50,13 +49,13 @@ def test_the_functions_a_table_holds() -> None:
             """
         )
     )
-    assert _table_values(tree, "ALL_ATTENTION_FUNCTIONS") == [
+    assert table_values(tree, "ALL_ATTENTION_FUNCTIONS") == [
         "flash_attention_forward",
         "sdpa_attention_forward",
         "eager_paged_attention_forward",
     ]
-    assert _table_values(tree, "BACKENDS") == ["run_a", "run_b"]
-    assert _table_values(tree, "MISSING") == []
+    assert table_values(tree, "BACKENDS") == ["run_a", "run_b"]
+    assert table_values(tree, "MISSING") == []
 
 
 @pytest.fixture(scope="module")

@@ -70,6 +70,28 @@ def activations_named(text: str, key: str) -> list[str]:
     return [name.rsplit(".", 1)[-1] for name in pattern.findall(text)] if _TOP_TABLES.search(text) else []
 
 
+def table_values(tree: ast.Module, name: str) -> list[str]:
+    """The names a module-level table `name` maps keys to: ``name = {...}``, or ``name = Cls()`` with
+    ``Cls`` (of the same module) holding such a dict as a class attribute."""
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            continue
+        dicts: list[ast.Dict] = [value] if isinstance(value, ast.Dict) else []
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
+            for item in classes[value.func.id].body:
+                if isinstance(item, (ast.Assign, ast.AnnAssign)) and isinstance(item.value, ast.Dict):
+                    dicts.append(item.value)
+        return [v.id for d in dicts for v in d.values if isinstance(v, ast.Name)]
+    return []
+
+
 @dataclass(frozen=True)
 class Binding:
     """One thing a name may be bound to."""
@@ -384,7 +406,9 @@ __all__ = [
     "ClassSketch",
     "Imported",
     "ModuleBindings",
+    "activations_named",
     "bindings_of",
     "defines_activations",
     "module_bindings",
+    "table_values",
 ]

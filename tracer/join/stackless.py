@@ -48,6 +48,7 @@ from tracer.join.bindings import (
     bindings_of,
     defines_activations,
     module_bindings,
+    table_values,
 )
 from tracer.join.copies import HEADER, FunctionCopies
 from tracer.join.importers import importer_counts
@@ -153,7 +154,7 @@ SUPPORTED_FUNCTIONS = 3  # ... their functions aligned with each window, past `M
 AGREE_ROUNDS = 2  # rankings again with the files the ranking before fit
 COVER_ROUNDS = 8  # ... after the files that together fit the windows (`_covering`): rounds of picks
 COVER_TIED = 4  # ... files picked in one round, of those that fit as many windows (copies)
-COVER_MIN_WINDOWS = 3  # ... each fitting at least these windows the ones before it do not
+COVER_MIN_WINDOWS = 2  # ... each fitting at least these windows the ones before it do not
 
 
 # Python's builtins that read what they are given and run no tensor op (``isinstance(x, str)``,
@@ -934,6 +935,9 @@ class StacklessRanker:
                 if not callees and point.callee == BY_NAME and self._is_record(point.name):
                     points[p] = replace(point, callee=BY_TYPE)  # a dataclass built: its fields, no op
                     continue
+                # a dispatch through a table of functions (the attention backends) is no level of its
+                # own: the backend's helpers (``repeat_kv``) are spliced in too
+                deeper = depth if point.kind == CALL and self._tabled(point.name, function) else depth - 1
                 for callee in callees:
                     if callee is function:  # recursion: the call runs this very program again, and
                         # returns after the call (any depth; which call returns is not tracked)
@@ -960,9 +964,6 @@ class StacklessRanker:
                             # around fit the caller, the op's own line is the activation's
                             inlined.add(len(points) - 1)
                         continue
-                    # a dispatch through a table of functions (the attention backends) is no level of
-                    # its own: the backend's helpers (``repeat_kv``) are spliced in too
-                    deeper = depth if point.kind == CALL and self._tabled(point.name, function) else depth - 1
                     inner = self._expand(callee, deeper, (*stack, id(function)))
                     if inner is None or len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
                         continue
@@ -1109,7 +1110,7 @@ class StacklessRanker:
                     self._parse_file(found)
                     home, original = found, imported.name
             if home.programs is not None:
-                names = _table_values(home.programs.tree, original)
+                names = table_values(home.programs.tree, original)
                 functions = [self._function(value, home) for value in names]
                 self._registries[key] = list(dict.fromkeys(f for f in functions if f is not None))
         return self._registries[key]
@@ -1491,28 +1492,6 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
             _Function(source_file, line, name, owner, frozenset(bag), tuple(dict.fromkeys(calls)), scope)
         )
     return sketches
-
-
-def _table_values(tree: ast.Module, name: str) -> list[str]:
-    """The names a module-level table `name` maps keys to: ``name = {...}``, or ``name = Cls()`` with
-    ``Cls`` (of the same module) holding such a dict as a class attribute."""
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        else:
-            continue
-        if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            continue
-        dicts: list[ast.Dict] = [value] if isinstance(value, ast.Dict) else []
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
-            for item in classes[value.func.id].body:
-                if isinstance(item, (ast.Assign, ast.AnnAssign)) and isinstance(item.value, ast.Dict):
-                    dicts.append(item.value)
-        return [v.id for d in dicts for v in d.values if isinstance(v, ast.Name)]
-    return []
 
 
 def _sketch_receiver(func) -> str:
