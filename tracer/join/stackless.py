@@ -696,11 +696,11 @@ class StacklessRanker:
                 self._parse_file(home)
                 named = set(activations_named(home.text, key))
                 for function in home.functions:
+                    # the op on its own lines, or through an attribute bound to it (``self.act``)
                     if (
                         function.owner is None
                         or function.name not in MODULE_CALLS
-                        or hot_op
-                        not in self._near_bag(function)  # its lines, or an attribute bound to the op
+                        or hot_op not in self._near_bag(function)
                     ):
                         continue
                     expanded = self._expand(function)
