@@ -79,16 +79,22 @@ def test_diff_compares_each_rank_with_the_same_rank(
         assert f"TP-{entry['rank']}-" in Path(entry["after"]).name
         assert Path(entry["output"]).name == f"d-rank{entry['rank']}.svg"
         assert Path(entry["output"]).stat().st_size > 0
-    rank1 = next(r for r in data["ranks"] if r["rank"] == 1)["diff"]
-    cast = next(o for o in rank1["origins"] if o["location"] == CAST and o["kernel"] is None)
-    # 6x fewer bytes to cast: ~11x faster on a quiet machine; CI's busy 2 cores once starved the AFTER
-    # run's small casts to within 6% of the large ones, so only the direction is asserted.
-    assert cast["change"] == "faster" and cast["after_ns"] < cast["before_ns"]
-    assert cast["before_calls"] == cast["after_calls"]  # same code, same calls per step
+    casts = {
+        entry["rank"]: next(
+            o for o in entry["diff"]["origins"] if o["location"] == CAST and o["kernel"] is None
+        )
+        for entry in data["ranks"]
+    }
+    # rank 1's pool got 6x smaller, rank 0's 6x larger: on a quiet machine rank 1's cast ~11x faster.
+    # A busy machine once starved the AFTER run's small casts to within 6% of the large ones, so the
+    # ranks are compared with each other: the load of each run stretches both ranks' casts alike.
+    assert casts[1]["ratio"] < casts[0]["ratio"], casts
+    for cast in casts.values():
+        assert cast["before_calls"] == cast["after_calls"]  # same code, same calls per step
     assert data["notes"] == []
     text = run("diff", rank_dir, rank_dir_rank0_slow, "--source", SOURCE, "--top", "3")
     assert text.exit_code == 0, text.output
-    assert "rank 0: " in text.output and "rank 1: " in text.output and "faster" in text.output
+    assert "rank 0: " in text.output and "rank 1: " in text.output
 
 
 def test_diff_pairs_by_rank_number_not_by_file_order(rank_dir: Path, tmp_path: Path) -> None:
