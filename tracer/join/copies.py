@@ -72,12 +72,7 @@ def function_texts(text: str) -> list[FunctionText]:
         while j < len(lines):
             raw = lines[j]
             stripped = raw.strip()
-            if (
-                stripped
-                and quote is None
-                and len(raw.expandtabs()) - len(raw.expandtabs().lstrip()) <= indent
-                and not stripped.startswith(_CLOSERS)
-            ):
+            if stripped and quote is None and _indent(raw) <= indent and not stripped.startswith(_CLOSERS):
                 break  # the first statement at or left of the def's indent: the function ended
             j += 1
             if quote is not None:  # inside a docstring
@@ -109,14 +104,16 @@ def _biased_layers(lines: list[str], at: int, indent: int) -> int:
     count = 0
     for raw in lines[at + 1 :]:
         stripped = raw.strip()
-        if (
-            stripped
-            and len(raw.expandtabs()) - len(raw.expandtabs().lstrip()) <= indent
-            and not stripped.startswith((*_CLOSERS, "#"))
-        ):
+        if stripped and _indent(raw) <= indent and not stripped.startswith((*_CLOSERS, "#")):
             break  # the class ended
         count += len(_BIASED.findall(stripped.split("  #", 1)[0]))
     return count
+
+
+def _indent(line: str) -> int:
+    """The columns of a line's leading whitespace (tabs expanded)."""
+    expanded = line.expandtabs()
+    return len(expanded) - len(expanded.lstrip())
 
 
 def scoped_headers(text: str) -> Iterator[tuple[re.Match[str], tuple[re.Match[str], ...]]]:

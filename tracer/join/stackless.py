@@ -461,8 +461,7 @@ class StacklessRanker:
         self._files: list[_SourceFile] | None = None
         self._rankings: dict[tuple, Ranking] = {}
         self._expanded: dict[int, _Expanded | None] = {}
-        self._bags: dict[int, frozenset[str]] = {}
-        self._near_bags: dict[int, frozenset[str]] = {}  # `_near_bag`
+        self._bags: dict[tuple[int, int], frozenset[str]] = {}  # (function, depth) -> `_bag`
         self._by_name: dict[str, list[_Function]] = {}  # the functions parsed so far, by name (helpers)
         self._index: dict[str, list[int]] | None = None  # spelled name -> files spelling it
         self._holders: dict[frozenset[str], frozenset[int]] = {}
@@ -700,7 +699,7 @@ class StacklessRanker:
                     if (
                         function.owner is None
                         or function.name not in MODULE_CALLS
-                        or hot_op not in self._near_bag(function)
+                        or hot_op not in self._bag(function, 1)
                     ):
                         continue
                     expanded = self._expand(function)
@@ -875,9 +874,10 @@ class StacklessRanker:
 
     # -- helpers spliced into their callers -----------------------------------------------------------
     def _bag(self, function: _Function, depth: int = INLINE_DEPTH, stack: tuple = ()) -> frozenset[str]:
-        """The ops a function and the helpers it calls (to `depth`) name."""
-        if depth == INLINE_DEPTH and id(function) in self._bags:
-            return self._bags[id(function)]
+        """The ops a function and the helpers it calls (to `depth`) name; kept for the calls from
+        outside (no `stack`)."""
+        if not stack and (id(function), depth) in self._bags:
+            return self._bags[(id(function), depth)]
         bag = set(function.bag)
         if depth > 0:
             for name, receiver in function.calls:
@@ -887,15 +887,8 @@ class StacklessRanker:
                     else:
                         bag |= self._bag(callee, depth - 1, (*stack, id(function)))
         found = frozenset(bag)
-        if depth == INLINE_DEPTH:
-            self._bags[id(function)] = found
-        return found
-
-    def _near_bag(self, function: _Function) -> frozenset[str]:
-        """The ops a function and what it calls name (`_bag` one call deep: ``self.act = F.gelu``)."""
-        found = self._near_bags.get(id(function))
-        if found is None:
-            found = self._near_bags[id(function)] = self._bag(function, 1)
+        if not stack:
+            self._bags[(id(function), depth)] = found
         return found
 
     def _expand(self, function: _Function, depth: int = INLINE_DEPTH, stack: tuple = ()) -> _Expanded | None:
