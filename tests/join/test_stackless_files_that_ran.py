@@ -181,6 +181,18 @@ def test_the_files_that_together_fit_the_windows() -> None:
     assert _covering([*shared, *generic, *two]) == [*dense[:COVER_TIED], "moe.py"]
 
 
+def test_files_tied_on_new_windows_go_by_all_the_windows_they_fit() -> None:
+    """A model's own file that 2 windows no earlier pick fits, tied with as many files of other code
+    that fit those 2 windows and no more: the model's file, which most windows fit in all, is picked
+    (by name it came last, past `COVER_TIED`: Phi-3's file, in a `generate()` trace)."""
+    dense = [f"dense{i}.py" for i in range(COVER_TIED)]
+    shared = [_window(*dense, "zmodel.py") for _ in range(20)]
+    generic = [_window(*dense) for _ in range(6)]
+    others = [f"aa{i}.py" for i in range(COVER_TIED)]
+    own = [_window("zmodel.py", *others) for _ in range(2)]
+    assert _covering([*shared, *generic, *own]) == [*dense, "zmodel.py", *others[: COVER_TIED - 1]]
+
+
 def test_a_model_whose_own_code_fits_two_windows_is_found(nostack_scores) -> None:
     """transformers' OLMo `generate()` on CPU, every frame stripped: OLMo's file holds copies of
     Llama's code but its own LayerNorm, which 2 windows fit and no file fit before it. With 3 windows

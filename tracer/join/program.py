@@ -136,6 +136,7 @@ class CallPoint:
     dtype: str | None = None  # a cast's literal target: "torch.bfloat16" (`.to(torch.bfloat16)`, `.half()`)
     device_only: bool = False  # `.to(device)`, `.cuda()`: a move that cannot change the dtype
     bias: bool | None = None  # a call of a layer the source built with (True) or without a bias
+    runs: frozenset[str] | None = None  # a call of a helper not spliced in: the ops it (and its callees) name
 
     @property
     def location(self) -> str:

@@ -17,8 +17,10 @@ trace then decides among them (`StacklessRanker.agree`: the files that the most 
 copies it cannot tell apart are said to tie (first, the copy the most files import). What a call
 runs is spliced into its caller: helpers by name, by import or by what ``__init__`` bound, the frames
 of comprehensions and generator expressions, lambdas from a table or given as an argument, the
-function itself again (recursion). The answer is always a ranking, said so, with a confidence below
-0.5.
+function itself again (recursion), to `INLINE_DEPTH` calls down; past that, a helper's call is a
+block whose ops are worth what the helper names (`CallPoint.runs`), so that a caller is not judged
+on less of the window than its callee. The answer is always a ranking, said so, with a confidence
+below 0.5.
 """
 
 from __future__ import annotations
@@ -135,6 +137,10 @@ OPERATOR_OPS: dict[str, tuple[str, ...]] = {
 # Costs: negative rewards a fit; the window outside the function's part is free.
 REWARD = -1.0  # an op the point predicts by name
 QUIET_REWARD = -0.3  # a view or scalar op the point predicts (they fit many places)
+# an op a helper's call past `INLINE_DEPTH` may run (`CallPoint.runs`), as much as a view's when the
+# helper names at most `HELPER_OPS` ops, less when it names more (a whole model's forward names most)
+HELPER_REWARD = -0.4
+HELPER_OPS = 30
 BLOCK = 0.1  # an op absorbed by a call that runs a block of its own (a module, a helper)
 INSIDE = 0.5  # an op inside the function's part that no point explains
 SKIPPED_OP = 0.6  # a torch call or tensor operator on the path that ran no op
@@ -152,7 +158,9 @@ TIE_FILES_NAMED = 10  # the files of a tie that its evidence names (then how man
 SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window again
 SUPPORTED_FUNCTIONS = 3  # ... their functions aligned with each window, past `MAX_FUNCTIONS`
 AGREE_ROUNDS = 2  # rankings again with the files the ranking before fit
-COVER_ROUNDS = 8  # ... after the files that together fit the windows (`_covering`): rounds of picks
+# ... after the files that together fit the windows (`_covering`): rounds of picks (a generate()
+# trace's loop and mask code takes some before a model's own file, which few windows fit alone)
+COVER_ROUNDS = 12
 COVER_TIED = 4  # ... files picked in one round, of those that fit as many windows (copies)
 COVER_MIN_WINDOWS = 2  # ... each fitting at least these windows the ones before it do not
 
@@ -180,6 +188,12 @@ def runs_a_block(point: CallPoint) -> bool:
     if point.kind != CALL or runs_no_op(point):
         return False
     return not (point.callee == BY_ATTRIBUTE and point.name in TORCH_API)
+
+
+def _helper_reward(runs: frozenset[str]) -> float:
+    """What an op of a helper's call not spliced in (`CallPoint.runs`) is worth: `HELPER_REWARD`,
+    less the more ops the helper names past `HELPER_OPS`."""
+    return HELPER_REWARD * min(1.0, HELPER_OPS / len(runs))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -210,6 +224,8 @@ class StacklessCosts:
             return None
         if point.kind == VIEWS:
             return QUIET_REWARD / 3 if token.name in QUIET_OPS else None
+        if point.runs is not None and token.name in point.runs:
+            return _helper_reward(point.runs)
         if token.name in predicted_ops(point):
             if token.bias is not None and point.bias is not None:  # the shapes and the source say
                 if token.bias != point.bias:
@@ -223,6 +239,8 @@ class StacklessCosts:
     def repeat(point: CallPoint, token: Token) -> float | None:
         if point.kind == VIEWS:
             return QUIET_REWARD / 3 if token.name in QUIET_OPS else None
+        if token.kind == OP and point.runs is not None and token.name in point.runs:
+            return _helper_reward(point.runs)
         return BLOCK if token.kind == OP and runs_a_block(point) else None
 
     @staticmethod
@@ -537,6 +555,8 @@ class StacklessRanker:
             for p, cost in best.items():
                 if cost > -MIN_FIT:
                     continue  # too little of the window fits
+                if expanded.program.points[p].runs is not None:
+                    continue  # a helper's call past the depth: the helper's own line answers
                 if p in expanded.inlined:  # a helper's line answers ...
                     if expanded.program.points[p].name != ACTIVATION or hot_op not in ACTIVATION_OPS:
                         continue
@@ -905,6 +925,9 @@ class StacklessRanker:
         bindings = function.file.bindings
         n = program.n_states
         inlined: set[int] = set()
+        beyond: list[
+            tuple[int, _Function, int]
+        ] = []  # calls of helpers not spliced in: (point, helper, depth)
         if depth > 0:
             for u, v, p in program.consume:
                 point = program.points[p]
@@ -959,6 +982,7 @@ class StacklessRanker:
                         continue
                     inner = self._expand(callee, deeper, (*stack, id(function)))
                     if inner is None or len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
+                        beyond.append((p, callee, deeper))
                         continue
                     sub, shift, state_shift = inner.program, len(points), n
                     points.extend(sub.points)
@@ -974,6 +998,25 @@ class StacklessRanker:
                     n += sub.n_states
                     inlined.add(p)
                     inlined.update(q + shift for q in inner.inlined)
+        else:  # the depth is spent: a helper's call is a block of the ops the helper names
+            for _, _, p in program.consume:
+                point = program.points[p]
+                receiver = self._receiver(point, function)
+                if receiver is not None and point.kind == CALL:
+                    for callee in self._callees(point.name, receiver, function, (*stack, id(function))):
+                        if not isinstance(callee, Binding):
+                            beyond.append((p, callee, 0))
+        # a call of a helper not spliced in (past the depth, or too big) rewards the ops the helper
+        # and its callees name: judged as a block of unknown ops, a caller saw less of the window
+        # than a function a call nearer the leaves and lost to it (`MixtralForCausalLM.forward`'s
+        # lm_head to `MixtralModel.forward`, which reached the next step's mask)
+        runs: dict[int, set[str]] = {}
+        for p, callee, below in beyond:
+            if p not in inlined:
+                runs.setdefault(p, set()).update(self._bag(callee, max(below, 1)))
+        for p, named in runs.items():
+            if named:
+                points[p] = replace(points[p], runs=frozenset(named))
         combined = Program(
             name=qualified,
             def_line=program.def_line,
@@ -1561,17 +1604,19 @@ def _windows_fitting(fits: Iterable[tuple[float, set[str]]]) -> dict[str, float]
 def _covering(fitting: Iterable[set[str]]) -> list[str]:
     """The files that together fit the trace's windows (`fitting`: each window's files), picked
     greedily (each the file that fits the most windows no file picked before it fits, and up to
-    `COVER_TIED` files tied with it), while one fits at least `COVER_MIN_WINDOWS` more: a file that
-    alone fits some windows (a MoE model's router) ran, though files of more common code fit more
-    windows in all."""
+    `COVER_TIED` files tied with it, those that fit more of all the windows first), while one fits
+    at least `COVER_MIN_WINDOWS` more: a file that alone fits some windows (a MoE model's router)
+    ran, though files of more common code fit more windows in all."""
     remaining = list(fitting)
+    total = Counter(file for files in remaining for file in files)
     picked: list[str] = []
     for _ in range(COVER_ROUNDS):
         counts = Counter(file for files in remaining for file in files)
         most = max(counts.values(), default=0)
         if most < COVER_MIN_WINDOWS:
             break
-        tied = sorted(file for file, count in counts.items() if count == most)  # copies fit alike
+        tied = [file for file, count in counts.items() if count == most]  # copies fit alike
+        tied.sort(key=lambda file: (-total[file], file))  # the file more windows fit in all first
         picked.extend(tied[:COVER_TIED])
         remaining = [files for files in remaining if files.isdisjoint(tied)]
     return picked
