@@ -3,8 +3,7 @@
 cost: so a function one call closer to the leaves saw more of the window than its caller and fit it
 better, whichever of them ran the hot op. transformers' ``MixtralForCausalLM.forward`` (whose
 ``hidden_states[:, slice_indices, :]`` ran the trace's costliest ``aten::alias``) lost to
-``MixtralModel.forward``, which reached one level deeper into the next step's mask; Llama's lines lost
-to its model's. A helper's call past the depth now rewards the ops the helper and its callees name,
+``MixtralModel.forward``, which reached one level deeper into the next step's mask. A helper's call past the depth now rewards the ops the helper and its callees name,
 less the more ops they name (`CallPoint.runs`, `_helper_reward`)."""
 
 from __future__ import annotations
@@ -97,7 +96,7 @@ def test_llamas_own_lines_answer_past_its_models_depth(nostack_scores) -> None:
 def test_mixtrals_alias_is_among_the_first_three(nostack_scores) -> None:
     """Mixtral's `forward()` on CPU, torch 2.13: one `aten::alias` (``hidden_states[:, slice_indices,
     :]`` before the lm_head) holds 69% of the op time. `MixtralModel.forward`'s first lines fit it
-    first, as before; the true line, then outside the first five, is now third."""
+    first, as before; the true line, then outside the first five, is now among the first three."""
     scores = nostack_scores("transformers/torch2.13/mixtral_forward")
     assert scores.top3 >= 0.9
 

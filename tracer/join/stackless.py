@@ -925,9 +925,8 @@ class StacklessRanker:
         bindings = function.file.bindings
         n = program.n_states
         inlined: set[int] = set()
-        beyond: list[
-            tuple[int, _Function, int]
-        ] = []  # calls of helpers not spliced in: (point, helper, depth)
+        # the calls of helpers not spliced in: (point, helper, the depth left for it)
+        beyond: list[tuple[int, _Function, int]] = []
         if depth > 0:
             for u, v, p in program.consume:
                 point = program.points[p]
