@@ -190,10 +190,12 @@ def runs_a_block(point: CallPoint) -> bool:
     return not (point.callee == BY_ATTRIBUTE and point.name in TORCH_API)
 
 
-def _helper_reward(runs: frozenset[str]) -> float:
-    """What an op of a helper's call not spliced in (`CallPoint.runs`) is worth: `HELPER_REWARD`,
-    less the more ops the helper names past `HELPER_OPS`."""
-    return HELPER_REWARD * min(1.0, HELPER_OPS / len(runs))
+def _helper_reward(point: CallPoint, token: Token) -> float | None:
+    """What an op of a helper's call not spliced in (`CallPoint.runs`) is worth, if the helper names
+    it: `HELPER_REWARD`, less the more ops the helper names past `HELPER_OPS`."""
+    if token.kind != OP or point.runs is None or token.name not in point.runs:
+        return None
+    return HELPER_REWARD * min(1.0, HELPER_OPS / len(point.runs))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -224,8 +226,8 @@ class StacklessCosts:
             return None
         if point.kind == VIEWS:
             return QUIET_REWARD / 3 if token.name in QUIET_OPS else None
-        if point.runs is not None and token.name in point.runs:
-            return _helper_reward(point.runs)
+        if (helper := _helper_reward(point, token)) is not None:
+            return helper
         if token.name in predicted_ops(point):
             if token.bias is not None and point.bias is not None:  # the shapes and the source say
                 if token.bias != point.bias:
@@ -239,8 +241,8 @@ class StacklessCosts:
     def repeat(point: CallPoint, token: Token) -> float | None:
         if point.kind == VIEWS:
             return QUIET_REWARD / 3 if token.name in QUIET_OPS else None
-        if token.kind == OP and point.runs is not None and token.name in point.runs:
-            return _helper_reward(point.runs)
+        if (helper := _helper_reward(point, token)) is not None:
+            return helper
         return BLOCK if token.kind == OP and runs_a_block(point) else None
 
     @staticmethod
