@@ -229,6 +229,7 @@ class _Builder:
         self.resumes: list[int] = []
         self.repeats: list[tuple[int, int]] = []
         self.raise_to: list[list[int]] = []  # per enclosing try: states an exception may leave from
+        self.sizes = 0  # > 0 inside the arguments of a call taking sizes (`_SIZE_ARGUMENTS`)
 
     def state(self) -> int:
         self.n += 1
@@ -490,7 +491,7 @@ class _Builder:
             op = BINARY_OPS.get(type(node.op))
             if op is None or (self.scalar(node.left) and self.scalar(node.right)):
                 return s
-            scalar = _is_shape_math(node.left) or _is_shape_math(node.right)
+            scalar = self.sizes > 0 or _is_shape_math(node.left) or _is_shape_math(node.right)
             return self.point(s, CallPoint(node.lineno, node.col_offset, OPERATOR, op, scalar_like=scalar))
         if isinstance(node, ast.UnaryOp):
             s = self.expr(node.operand, s)
@@ -500,7 +501,11 @@ class _Builder:
             return self.point(
                 s,
                 CallPoint(
-                    node.lineno, node.col_offset, OPERATOR, op, scalar_like=_is_shape_math(node.operand)
+                    node.lineno,
+                    node.col_offset,
+                    OPERATOR,
+                    op,
+                    scalar_like=self.sizes > 0 or _is_shape_math(node.operand),
                 ),
             )
         if isinstance(node, ast.Compare):
@@ -514,7 +519,12 @@ class _Builder:
                     and not (self.scalar(right) and self.scalar(node.left))
                     and not (_is_text(right) or _is_text(node.left))  # ``x.device.type != "mps"``
                 ):
-                    scalar = _is_shape_math(node.left) or _is_shape_math(right) or _is_none(right)
+                    scalar = (
+                        self.sizes > 0
+                        or _is_shape_math(node.left)
+                        or _is_shape_math(right)
+                        or _is_none(right)
+                    )
                     s = self.point(
                         s, CallPoint(node.lineno, node.col_offset, OPERATOR, name, scalar_like=scalar)
                     )
@@ -561,8 +571,11 @@ class _Builder:
             for key, value in zip(node.keys, node.values):
                 s = self.expr(value, self.expr(key, s))
             return s
-        if isinstance(node, ast.Slice):
-            return self.exprs((node.lower, node.upper, node.step), s)
+        if isinstance(node, ast.Slice):  # its bounds are ints: ``x[j * block : (j + 1) * block]``
+            self.sizes += 1
+            s = self.exprs((node.lower, node.upper, node.step), s)
+            self.sizes -= 1
+            return s
         for child in ast.iter_child_nodes(node):
             s = self.expr(child, s)
         return s
@@ -576,10 +589,13 @@ class _Builder:
             s = self.expr(func.slice, self.expr(func.value, s))
         elif not isinstance(func, ast.Name):
             s = self.expr(func, s)
+        sizes = name in _SIZE_ARGUMENTS and callee != BY_NAME  # ``q.reshape(-1, h * d)``: ints
+        self.sizes += sizes
         for argument in node.args:
             s = self.expr(argument, s)
         for keyword in node.keywords:
             s = self.expr(keyword.value, s)
+        self.sizes -= sizes
         line = node.lineno
         if isinstance(func, ast.Attribute) and func.end_lineno is not None:
             line = func.end_lineno  # CPython places a method call on its attribute's line
@@ -924,6 +940,15 @@ def _is_numeric(node: ast.AST) -> bool:
     )
 
 
+# Tensor methods and torch functions whose arguments are sizes, dims or counts: arithmetic in them
+# is on Python ints (``q.reshape(-1, layer.tp_q_head_num * layer.qk_head_dim)``), not an op.
+_SIZE_ARGUMENTS = frozenset(
+    {
+        "view", "reshape", "expand", "repeat", "tile", "new_empty", "new_zeros", "new_ones", "empty",
+        "zeros", "ones", "randn", "rand", "arange", "narrow", "permute", "transpose", "flatten",
+        "unflatten", "movedim", "split", "chunk", "unsqueeze", "squeeze", "unfold",
+    }
+)  # fmt: skip
 _SIZE_CALLS = frozenset(
     {"len", "size", "dim", "numel", "int", "float", "range", "max", "min", "item", "math"}
 )
@@ -953,9 +978,9 @@ _NUMBER_METHODS = frozenset({"size", "dim", "numel", "item", "ndimension", "elem
 # Attributes that hold Python values, not tensors: comparing them runs no op (``x.dtype != y.dtype``).
 _INT_ATTRIBUTES = frozenset({"ndim", "itemsize", "is_cuda", "training", "dtype", "requires_grad"})
 # Names that by the common convention hold a number or a dtype (``page_size``, ``head_dim``,
-# ``num_heads``, ``store_dtype``), never a tensor (not ``*_id``, ``*_count``: token ids and expert
-# counts are often tensors).
-_NUMBER_NAME = re.compile(r"(?:^|_)(?:size|dim|len|length|dtype)$|^(?:num|n)_[a-z]")
+# ``num_heads``, ``tp_q_head_num``, ``store_dtype``), never a tensor (not ``*_id``, ``*_count``: token
+# ids and expert counts are often tensors).
+_NUMBER_NAME = re.compile(r"(?:^|_)(?:size|dim|len|length|dtype|num)$|^(?:num|n)_[a-z]")
 # Annotations of a parameter that holds a Python value (``layer_id: int``, ``dtype: torch.dtype``).
 _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "dtype"})
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from tracer.join.bindings import TORCH_MODULE_OPS
 from tracer.join.copies import scoped_headers
-from tracer.join.tokens import QUIET_OPS
+from tracer.join.tokens import GETITEM_OPS, QUIET_OPS, SETITEM_OPS
 
 # Methods whose op is not named after them.
 CAST_METHODS = frozenset(
@@ -75,7 +75,9 @@ def spellings(op: str) -> tuple[str, ...]:
     name = raw.strip("_")
     in_place = (f"{name}_",) if op.endswith("_") else ()  # ``x.copy_(y)`` spells ``copy_``
     private = (raw,) if raw.startswith("_") else ()  # ``torch._grouped_mm(...)``
-    return (name, *in_place, *private, *_MODULES_RUNNING.get(name, ()))
+    # a subscript runs these too: ``out[a:b] = y`` is ``aten::copy_``, ``x[mask]`` ``masked_select``
+    subscript = (STORE,) if op in SETITEM_OPS else ("[",) if op in GETITEM_OPS else ()
+    return (name, *in_place, *private, *_MODULES_RUNNING.get(name, ()), *subscript)
 
 
 class FunctionSpellings:

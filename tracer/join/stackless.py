@@ -458,6 +458,8 @@ SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
     "element",
 )
 MAX_INLINED_POINTS = 600
+# what a custom op's ``forward`` runs (`_dispatched`): the torch reference first, then the platforms'
+DISPATCHED_FORWARDS = ("forward_native", "forward_cuda", "forward_cpu")
 MAX_ACTIVATION_HOMES = 8  # files defining activation tables or getters looked into (more: none)
 # the activation a table names by the op's own name (``"gelu": GELUActivation``) first: a tie-break
 NAMED_ACTIVATION = 0.001
@@ -1122,7 +1124,7 @@ class StacklessRanker:
             for method in ("forward", "__call__"):
                 function = self._method(found[1], method, found[0])
                 if function is not None:
-                    return [function]
+                    return self._dispatched(found, function) or [function]
             return []
         if binding.kind in (PARTIAL, ALIAS):
             function = self._function(binding.target, near)
@@ -1130,6 +1132,19 @@ class StacklessRanker:
         if binding.kind == REGISTRY:
             return self._registry(binding.target, near)
         return []
+
+    def _dispatched(self, found: tuple[_SourceFile, str], forward: _Function) -> list[_Function]:
+        """A module whose ``forward`` a base defines, and whose ``forward_native`` the class or a
+        nearer base does (SGLang's and vLLM's custom ops: the base's ``forward`` picks one of the
+        class's ``forward_<platform>`` methods at run time): those methods, each an alternative."""
+        base = (forward.file.name, forward.owner)
+        methods = [
+            method
+            for name in DISPATCHED_FORWARDS
+            if (method := self._method(found[1], name, found[0])) is not None
+            and (method.file.name, method.owner) != base
+        ]
+        return methods if methods and methods[0].name == DISPATCHED_FORWARDS[0] else []
 
     def _registry(self, name: str, near: _SourceFile) -> list[_Function]:
         """The functions a module-level table `name` holds (`REGISTRY`): ``NAME = {"sdpa": f, ...}``,
