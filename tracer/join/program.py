@@ -239,6 +239,11 @@ class _Builder:
         """Whether `node` is a Python number here (arithmetic on numbers runs no op)."""
         return _is_scalar_expression(node, self.scope.scalar_names)
 
+    def on_sizes(self, *operands: ast.AST) -> bool:
+        """Whether an operator on `operands` likely works on sizes: inside the arguments of a call
+        that takes sizes or a slice's bounds (`sizes`), or on a shape (`_is_shape_math`)."""
+        return self.sizes > 0 or any(_is_shape_math(operand) for operand in operands)
+
     def edge(self, u: int, v: int, cost: float = 0.0) -> None:
         self.eps.append((u, v, cost))
 
@@ -491,7 +496,7 @@ class _Builder:
             op = BINARY_OPS.get(type(node.op))
             if op is None or (self.scalar(node.left) and self.scalar(node.right)):
                 return s
-            scalar = self.sizes > 0 or _is_shape_math(node.left) or _is_shape_math(node.right)
+            scalar = self.on_sizes(node.left, node.right)
             return self.point(s, CallPoint(node.lineno, node.col_offset, OPERATOR, op, scalar_like=scalar))
         if isinstance(node, ast.UnaryOp):
             s = self.expr(node.operand, s)
@@ -505,7 +510,7 @@ class _Builder:
                     node.col_offset,
                     OPERATOR,
                     op,
-                    scalar_like=self.sizes > 0 or _is_shape_math(node.operand),
+                    scalar_like=self.on_sizes(node.operand),
                 ),
             )
         if isinstance(node, ast.Compare):
@@ -519,12 +524,7 @@ class _Builder:
                     and not (self.scalar(right) and self.scalar(node.left))
                     and not (_is_text(right) or _is_text(node.left))  # ``x.device.type != "mps"``
                 ):
-                    scalar = (
-                        self.sizes > 0
-                        or _is_shape_math(node.left)
-                        or _is_shape_math(right)
-                        or _is_none(right)
-                    )
+                    scalar = self.on_sizes(node.left, right) or _is_none(right)
                     s = self.point(
                         s, CallPoint(node.lineno, node.col_offset, OPERATOR, name, scalar_like=scalar)
                     )

@@ -1134,9 +1134,9 @@ class StacklessRanker:
         return []
 
     def _dispatched(self, found: tuple[_SourceFile, str], forward: _Function) -> list[_Function]:
-        """A module whose ``forward`` a base defines, and whose ``forward_native`` the class or a
-        nearer base does (SGLang's and vLLM's custom ops: the base's ``forward`` picks one of the
-        class's ``forward_<platform>`` methods at run time): those methods, each an alternative."""
+        """A module whose ``forward_native`` another class than its ``forward``'s defines (SGLang's
+        and vLLM's custom ops: a base's ``forward`` picks one of the class's ``forward_<platform>``
+        methods at run time): those methods not defined beside ``forward``, each an alternative."""
         base = (forward.file.name, forward.owner)
         methods = [
             method
