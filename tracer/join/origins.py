@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -30,6 +31,7 @@ _EMPTY = 0  # id of the empty chain in every chain table
 _INSTANCE_SUFFIX = re.compile(r"_\d+$")
 NO_SOURCE_CAP = 0.8  # sites matched by call order alone, with the function's branches unknown
 HARMONY_MARGIN = 1.0  # a ranked line within this of a window's own best may be the op chain's agreed one
+CORE_OPS = 3  # ... among the windows of its op chain that hold the same ops this near the hot one
 
 
 class _Chains:
@@ -72,7 +74,8 @@ class OriginBuilder:
         self.locator = CallLocator(source)
         self.compiled = CompiledKernels(trace, source, self.locator)  # torch.compile'd code's kernels
         self.ranker = StacklessRanker(sites, source)
-        self._rankings: dict[Origin, tuple] = {}  # ranked origin -> (its base, target dtype, Ranking)
+        # ranked origin -> (its base, target dtype, Ranking, the ops next to the hot one: `_core`)
+        self._rankings: dict[Origin, tuple] = {}
         self.use_call_from = use_call_from
         self.origins: list[Origin] = []
         self._origin_index: dict[Origin, int] = {}
@@ -397,15 +400,17 @@ class OriginBuilder:
             return replace(base, evidence=("no Python frames (with_stack=False)", reason))
         if not self.source.roots:  # sites without their source (--sites): rank the sites alone
             return self._sites_ranked(base, target)
-        return self._from_ranking(base, target, self.ranker.rank(around[0], around[1], base.ranges, target))
+        window, hot = around
+        ranking = self.ranker.rank(window, hot, base.ranges, target)
+        return self._from_ranking(base, target, ranking, _core(window, hot))
 
-    def _from_ranking(self, base: Origin, target: str | None, ranking: Ranking) -> Origin:
+    def _from_ranking(self, base: Origin, target: str | None, ranking: Ranking, core: tuple = ()) -> Origin:
         if not ranking.candidates:
             unranked = replace(base, evidence=("no Python frames (with_stack=False)", *ranking.evidence))
-            self._rankings[unranked] = (base, target, None)
+            self._rankings[unranked] = (base, target, None, core)
             return unranked
         origin = self._ranked_origin(base, ranking.candidates, ranking.confidence, ranking.evidence)
-        self._rankings[origin] = (base, target, ranking)
+        self._rankings[origin] = (base, target, ranking, core)
         return origin
 
     def _sites_ranked(self, base: Origin, target: str | None) -> Origin:
@@ -443,21 +448,24 @@ class OriginBuilder:
             found = self._rankings.get(self.origins[origin_id])
             if found is None or found[2] is None:
                 continue
-            base, target, ranking = found
+            base, target, ranking, core = found
             old, new = changed.get(id(ranking), (None, None))
             if old is not ranking or new is None:
                 continue
             remapped[position] = self._intern(
                 ("agreed", origin_id),
-                lambda base=base, target=target, new=new: self._from_ranking(base, target, new),
+                lambda base=base, target=target, new=new, core=core: self._from_ranking(
+                    base, target, new, core
+                ),
             )
         return remapped[inverse.reshape(-1)]
 
     def harmonize_rankings(self, origin_ids):
         """One answer for one op chain: ranked origins of the same op chain, ranges and dtype (one
-        call site, run in many layers) whose windows differ only at their edges get the line ranked
-        first for most of their calls, where each ranking has it within `HARMONY_MARGIN` of its own
-        best."""
+        call site, run in many layers) whose windows differ only at their edges (the same ops within
+        `CORE_OPS` of the hot one: two sites of one op chain, the casts that open two norms, are not
+        one) get the line ranked first for most of their calls, where each ranking has it within
+        `HARMONY_MARGIN` of its own best."""
         import numpy as np
 
         if not self._rankings:
@@ -467,8 +475,8 @@ class OriginBuilder:
         for position, (origin_id, count) in enumerate(zip(ids.tolist(), counts.tolist())):
             found = self._rankings.get(self.origins[origin_id])
             if found is not None:
-                base, target, _ = found
-                groups[(base.ops, base.ranges, target)].append((position, count))
+                base, target, _, core = found
+                groups[(base.ops, base.ranges, target, core)].append((position, count))
         remapped = ids.copy()
         for members in groups.values():
             if len(members) < 2:
@@ -483,7 +491,7 @@ class OriginBuilder:
             agreed = min(firsts, key=lambda location: (-firsts[location], -fits[location], location or ""))
             for position, _ in members:
                 origin_id = int(ids[position])
-                base, _, ranking = self._rankings[self.origins[origin_id]]
+                base, _, ranking, _ = self._rankings[self.origins[origin_id]]
                 if ranking is None:
                     continue
                 if agreed is None:  # most calls of this op chain fit no line: a weak ranking yields
@@ -541,6 +549,13 @@ def _no_site_reason(table, call: int, user_frame: Frame) -> str:
         module = _INSTANCE_SUFFIX.sub("", name.removeprefix("nn.Module: "))
         return f"a call of module {module} from {where}: module calls are not static sites"
     return f"`{parse_frame(name).function}` from {where}: not a static site kind"
+
+
+def _core(window: Sequence[str], hot: int) -> tuple:
+    """The ops within `CORE_OPS` of the hot one, and where it is among them: the windows of one call
+    site run in many layers share it (they differ at their edges), those of two sites do not."""
+    start = max(0, hot - CORE_OPS)
+    return (hot - start, *window[start : hot + CORE_OPS + 1])
 
 
 __all__ = ["OriginBuilder"]
