@@ -1114,11 +1114,12 @@ def own_nodes(node: ast.AST):
 
 _TRUTH_OPS = frozenset({"aten::is_nonzero", "aten::item", "aten::_local_scalar_dense"})
 _ITEM_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+_SLICE_OPS = frozenset({"aten::slice", "aten::alias"})  # ``x[..., :n]``: an alias where n is the dim's size
 
 
 def _view_ops(index: ast.AST, scalars: frozenset[str]) -> list[frozenset[str]]:
     """The view op each index element may run, in order: a bounded slice slices (reading a
-    tensor bound first), a number selects, None unsqueezes, ``...`` and ``:`` run none; anything
+    tensor bound first; one that spans its whole dim is an alias), a number selects, None unsqueezes, ``...`` and ``:`` run none; anything
     else may select, read a 0-d tensor (item) or gather (the load's own point)."""
     views = []
     for element in index.elts if isinstance(index, ast.Tuple) else (index,):
@@ -1128,7 +1129,7 @@ def _view_ops(index: ast.AST, scalars: frozenset[str]) -> list[frozenset[str]]:
                 if not (_is_scalar_expression(bound, scalars) or isinstance(bound, ast.Attribute)):
                     views.append(_ITEM_OPS)
             if bounds:
-                views.append(frozenset({"aten::slice"}))
+                views.append(_SLICE_OPS)
         elif isinstance(element, ast.Constant) and element.value is None:
             views.append(frozenset({"aten::unsqueeze"}))
         elif isinstance(element, ast.Constant) and element.value is Ellipsis:
