@@ -1119,8 +1119,9 @@ _SLICE_OPS = frozenset({"aten::slice", "aten::alias"})  # ``x[..., :n]``: an ali
 
 def _view_ops(index: ast.AST, scalars: frozenset[str]) -> list[frozenset[str]]:
     """The view op each index element may run, in order: a bounded slice slices (reading a
-    tensor bound first; one that spans its whole dim is an alias), a number selects, None unsqueezes, ``...`` and ``:`` run none; anything
-    else may select, read a 0-d tensor (item) or gather (the load's own point)."""
+    tensor bound first; one that spans its whole dim is an alias), a number selects, None
+    unsqueezes, ``...`` and ``:`` run none; anything else may select, read a 0-d tensor (item) or
+    gather (the load's own point)."""
     views = []
     for element in index.elts if isinstance(index, ast.Tuple) else (index,):
         if isinstance(element, ast.Slice):
