@@ -86,6 +86,7 @@ from tracer.join.tokens import (
     SETITEM_OPS,
     Token,
     token_of,
+    views_of,
     with_bias,
 )
 from tracer.join.torch_api import TORCH_API
@@ -217,12 +218,6 @@ def predicted_ops(point: CallPoint) -> tuple[str, ...]:
     return ()
 
 
-def _views_of(point: CallPoint) -> frozenset[str]:
-    """The ops a `VIEWS` point may run: its own (a truth test reads a value: ``is_nonzero``, never
-    a view), else any quiet op."""
-    return point.views if point.views is not None else QUIET_OPS
-
-
 class StacklessCosts:
     """The costs of a local alignment of a window of top-level ops with a function."""
 
@@ -231,7 +226,7 @@ class StacklessCosts:
         if token.kind != OP:
             return None
         if point.kind == VIEWS:
-            return QUIET_REWARD / 3 if token.name in _views_of(point) else None
+            return QUIET_REWARD / 3 if token.name in views_of(point) else None
         if (helper := _helper_reward(point, token)) is not None:
             return helper
         if token.name in predicted_ops(point):
@@ -246,7 +241,7 @@ class StacklessCosts:
     @staticmethod
     def repeat(point: CallPoint, token: Token) -> float | None:
         if point.kind == VIEWS:
-            return QUIET_REWARD / 3 if token.name in _views_of(point) else None
+            return QUIET_REWARD / 3 if token.name in views_of(point) else None
         if (helper := _helper_reward(point, token)) is not None:
             return helper
         return BLOCK if token.kind == OP and runs_a_block(point) else None

@@ -203,6 +203,12 @@ _PYTHON_BUILTINS = frozenset(
 )
 
 
+def views_of(point: CallPoint) -> frozenset[str]:
+    """The ops a `VIEWS` point may run: its own (a truth test reads a value: ``is_nonzero``, never
+    a view), else any quiet op."""
+    return point.views if point.views is not None else QUIET_OPS
+
+
 def match_cost(point: CallPoint, token: Token) -> float | None:
     """The cost of `point` explaining `token`, or None when it cannot."""
     kind = point.kind
@@ -217,7 +223,7 @@ def match_cost(point: CallPoint, token: Token) -> float | None:
         if kind == SETITEM:
             return FREE if name in SETITEM_OPS else None
         if kind == VIEWS:
-            return FREE if name in (point.views if point.views is not None else QUIET_OPS) else None
+            return FREE if name in views_of(point) else None
         if kind == ITER:
             return FREE if name == "aten::unbind" else None
         return None
