@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -32,19 +33,27 @@ def test_traces_are_found_by_their_sglang_names(rank_dir: Path) -> None:
     ]
 
 
+def _cast(result):
+    """The rank's finding at the cast line."""
+    return next(f for f in result.analysis.findings if f.origin.location == CAST)
+
+
 def test_each_rank_is_explained_with_its_own_rank(report) -> None:
     assert [r.rank for r in report.ranks] == [0, 1]
     assert [r.analysis.rank for r in report.ranks] == [0, 1]  # distributedInfo agrees with the names
     for result in report.ranks:
         assert result.analysis.steps == 3
-        assert result.analysis.findings[0].origin.location == CAST
-        assert result.analysis.findings[0].calls_per_step == 4  # once per layer
+        # the hottest of the rank's own work (on a loaded machine the fast rank's wait in all_reduce can
+        # outgrow its cast, as the consistency line then says: "communication aside")
+        own = [f for f in result.analysis.findings if f.category != "communication"]
+        assert own[0].origin.location == CAST
+        assert own[0].calls_per_step == 4  # once per layer
         assert len(result.collectives) == 12  # 4 layers x 3 steps
         assert result.collective_source == "gloo:/nccl: ranges"
     slow, fast = report.ranks[1], report.ranks[0]
     # a 6x larger pool to cast: the bytes say so exactly; the time only roughly (a loaded machine
     # stretches both ranks' casts: 2x once fell to 1.2x while other work shared the cores)
-    slow_bytes, fast_bytes = (r.analysis.findings[0].bytes_per_call for r in (slow, fast))
+    slow_bytes, fast_bytes = (_cast(r).bytes_per_call for r in (slow, fast))
     assert slow_bytes is not None and fast_bytes is not None
     assert slow_bytes == pytest.approx(6 * fast_bytes, rel=0.01)
     assert slow.own_work_per_step_ns > fast.own_work_per_step_ns
@@ -52,7 +61,7 @@ def test_each_rank_is_explained_with_its_own_rank(report) -> None:
 
 
 def test_combined_findings_are_keyed_by_origin_across_ranks(report) -> None:
-    top = report.combined[0]
+    top = next(f for f in report.combined if f.category != "communication")  # (a wait may outgrow it)
     assert top.location == CAST and top.kernel == "aten::copy_"
     assert [f.rank for f in top.ranks] == [0, 1]
     assert [f.calls_per_step for f in top.ranks] == [4, 4]
@@ -62,7 +71,9 @@ def test_combined_findings_are_keyed_by_origin_across_ranks(report) -> None:
 
 def test_consistency_is_stated_in_words(report) -> None:
     lines = report.consistency
-    assert lines[0].startswith(f"same hot origin on all 2 ranks: {CAST} (aten::copy_)")
+    assert re.match(
+        rf"same hot origin on all 2 ranks( \(communication aside\))?: {CAST} \(aten::copy_\)", lines[0]
+    )
     assert lines[1].startswith("same calls/step on all ranks for the top 5 findings")
     assert lines[2].startswith("rank 1 is slower: ") and "communication excluded" in lines[2]
     assert lines[3].startswith(f"rank 1 is slower in {CAST} (aten::copy_)")
