@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.join.package_source import line_of
 from tracer.api import explain_trace
 
 # A custom-op base as SGLang's `sglang/kernels/fused_op.py` writes it: the method is chosen once,
@@ -83,10 +84,6 @@ class MLP(nn.Module):
 """
 
 
-def _line(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.strip("\n").splitlines(), 2) if needle in line)
-
-
 @pytest.fixture(scope="module")
 def package(write_package) -> Path:
     return write_package("dispatchpkg", {"ops": OPS, "model": MODEL})
@@ -118,7 +115,7 @@ def origins(package: Path, tmp_path_factory, profile_without_stacks, import_from
 )
 def test_a_custom_ops_call_answers_in_its_forward_native(origins: dict, op: str, needles: tuple) -> None:
     assert origins.get(op), sorted(origins)
-    lines = {_line(OPS, needle) for needle in needles}
+    lines = {line_of(OPS, needle) for needle in needles}
     for origin in origins[op]:
         assert origin.file == "dispatchpkg/ops.py" and origin.line in lines, (
             origin.location,

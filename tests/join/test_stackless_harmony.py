@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.join.package_source import line_of
 from tracer.api import explain_trace
 from tracer.join import origins
 
@@ -66,10 +67,6 @@ class Block(nn.Module):
 """
 
 
-def _line(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.strip("\n").splitlines(), 2) if needle in line)
-
-
 @pytest.fixture(scope="module")
 def trace(write_package, tmp_path_factory, profile_without_stacks, import_from_package) -> tuple[Path, Path]:
     import torch
@@ -92,14 +89,14 @@ def _cast_lines(package: Path, path: Path) -> set[tuple[str, int | None]]:
 
 def test_each_norms_cast_answers_in_its_own_line(trace) -> None:
     lines = _cast_lines(*trace)
-    assert ("harmonypkg/norms.py", _line(NORMS, "x = x.to(torch.float32)")) in lines, sorted(lines)
-    assert ("harmonypkg/norms.py", _line(NORMS, "x = x.float()")) in lines, sorted(lines)
+    assert ("harmonypkg/norms.py", line_of(NORMS, "x = x.to(torch.float32)")) in lines, sorted(lines)
+    assert ("harmonypkg/norms.py", line_of(NORMS, "x = x.float()")) in lines, sorted(lines)
 
 
 def test_harmonized_by_op_chain_alone_the_first_cast_went_to_the_second_norm(trace, monkeypatch) -> None:
     monkeypatch.setattr(origins, "_core", lambda window, hot: ())
     lines = _cast_lines(*trace)
-    assert ("harmonypkg/norms.py", _line(NORMS, "x = x.to(torch.float32)")) not in lines, sorted(lines)
+    assert ("harmonypkg/norms.py", line_of(NORMS, "x = x.to(torch.float32)")) not in lines, sorted(lines)
 
 
 def test_the_core_is_the_ops_next_to_the_hot_one() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.join.package_source import line_of
 from tracer.api import explain_trace
 from tracer.join.program import BY_ATTRIBUTE, CALL, CallPoint
 from tracer.join.stackless import predicted_ops
@@ -43,10 +44,6 @@ class Experts(nn.Module):
 """
 
 
-def _line(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.strip("\n").splitlines(), 2) if needle in line)
-
-
 def test_a_call_may_run_the_private_op_of_its_name() -> None:
     point = CallPoint(1, 0, CALL, "grouped_mm", callee=BY_ATTRIBUTE)
     assert "aten::_grouped_mm" in predicted_ops(point)
@@ -66,7 +63,7 @@ def grouped_origins(write_package, tmp_path_factory, profile_without_stacks, imp
 
 def test_grouped_mm_answers_in_the_line_that_called_it(grouped_origins: list) -> None:
     assert grouped_origins
-    line = _line(EXPERTS, "torch.nn.functional.grouped_mm(")
+    line = line_of(EXPERTS, "torch.nn.functional.grouped_mm(")
     for origin in grouped_origins:
         assert (origin.file, origin.line) == ("grouppkg/experts.py", line), origin.candidates
         assert origin.answer == "ranked" and origin.confidence < 0.5  # still a ranking

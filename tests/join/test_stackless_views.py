@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.join.package_source import line_of
 from tracer.api import explain_trace
 from tracer.join.stackless import STACKLESS
 from tracer.join.tokens import Cat, token_of
@@ -46,10 +47,6 @@ class Rotary(nn.Module):
 """
 
 
-def _line(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.strip("\n").splitlines(), 2) if needle in line)
-
-
 @pytest.fixture(scope="module")
 def alias_lines(write_package, tmp_path_factory, profile_without_stacks, import_from_package):
     """The lines the no-stack ranking puts first for `aten::alias`, in a trace of one module."""
@@ -74,11 +71,11 @@ def alias_lines(write_package, tmp_path_factory, profile_without_stacks, import_
 
 
 def test_the_alias_of_a_subscript_answers_in_its_line_not_in_the_test_before(alias_lines) -> None:
-    assert alias_lines("Head") == {("viewspkg/head.py", _line(HEAD, "hidden_states[:, slice_indices, :]"))}
+    assert alias_lines("Head") == {("viewspkg/head.py", line_of(HEAD, "hidden_states[:, slice_indices, :]"))}
 
 
 def test_a_slice_spanning_its_dim_runs_alias(alias_lines) -> None:
-    assert alias_lines("Rotary") == {("viewspkg/head.py", _line(HEAD, "key[..., : self.rotary_dim]"))}
+    assert alias_lines("Rotary") == {("viewspkg/head.py", line_of(HEAD, "key[..., : self.rotary_dim]"))}
 
 
 def test_a_truth_test_runs_no_view() -> None:
@@ -87,7 +84,7 @@ def test_a_truth_test_runs_no_view() -> None:
     from tracer.join.program import VIEWS, ModulePrograms
 
     programs = ModulePrograms(ast.parse(HEAD), STACKLESS.skip)
-    line = _line(HEAD, "slice_indices = slice(")
+    line = line_of(HEAD, "slice_indices = slice(")
     forward = next(at for at, name, _ in programs.functions() if name == "forward" and at < line)
     points = [p for p in programs.program(forward, "forward").points if p.kind == VIEWS]
     test = next(p for p in points if p.line == line)

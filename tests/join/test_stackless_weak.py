@@ -3,12 +3,13 @@
 SGLang's ``UnquantizedLinearMethod.apply`` is ``return F.linear(x, layer.weight, bias)``: no function
 explains more of the ops around its ``aten::linear`` than the op itself, below the fit a ranking
 needs, so the op had no line at all. Now the lines that explain at least the op are ranked, at a
-confidence of 0.1, with evidence that says the ranking is weak."""
+confidence of `WEAK_CONFIDENCE` (0.05), with evidence that says the ranking is weak."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.join.package_source import line_of
 from tracer.api import explain_trace
 from tracer.join.stackless import WEAK_CONFIDENCE
 
@@ -23,10 +24,6 @@ def project(x, weight, bias):
 def embed(ids, table):
     return F.embedding(ids, table)
 """
-
-
-def _line(text: str, needle: str) -> int:
-    return next(i for i, line in enumerate(text.strip("\n").splitlines(), 2) if needle in line)
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +48,6 @@ def origins(write_package, tmp_path_factory, profile_without_stacks, import_from
 def test_a_one_op_helper_is_ranked_first_in_a_weak_ranking(origins: dict) -> None:
     for op, needle in (("aten::linear", "F.linear("), ("aten::embedding", "F.embedding(")):
         origin = origins[op]
-        assert (origin.file, origin.line) == ("weakpkg/layers.py", _line(LAYERS, needle)), origin.evidence
+        assert (origin.file, origin.line) == ("weakpkg/layers.py", line_of(LAYERS, needle)), origin.evidence
         assert origin.answer == "ranked" and origin.confidence == WEAK_CONFIDENCE
         assert any(e.startswith("a weak ranking: ") for e in origin.evidence), origin.evidence

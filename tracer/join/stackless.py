@@ -586,7 +586,7 @@ class StacklessRanker:
                         pool[key] = candidate
         if not scored:
             return self._weak_ranking(weak, hot_op)
-        ranked = sorted(scored.values(), key=lambda c: (c.score, c.file, c.line))[:MAX_CANDIDATES]
+        ranked = _best_first(scored.values())
         confidence = self._confidence(ranked)
         evidence = (
             (
@@ -606,7 +606,7 @@ class StacklessRanker:
             return Ranking(
                 (), 0.0, (f"no function under the source roots fits the ops around this {hot_op}",)
             )
-        ranked = sorted(weak.values(), key=lambda c: (c.score, c.file, c.line))[:MAX_CANDIDATES]
+        ranked = _best_first(weak.values())
         said = (
             f"a weak ranking: no function under the source roots fits more of the ops around this {hot_op} "
             f"than about the op itself (a ranking needs a fit of {MIN_FIT}); {len(weak)} line(s) can have run it"
@@ -1711,6 +1711,11 @@ def break_tie(
         f"({holders} files hold the function); which of them ran, the trace cannot tell; first, {first}"
     )
     return (*ordered, *rest), (said,)
+
+
+def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """The first `MAX_CANDIDATES` of `candidates`, best score first (then by file and line)."""
+    return sorted(candidates, key=lambda c: (c.score, c.file, c.line))[:MAX_CANDIDATES]
 
 
 def _shares(support: dict[str, float]) -> dict[str, float]:
