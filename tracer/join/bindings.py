@@ -10,7 +10,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from tracer.join.program import last_name, module_imports
+from tracer.join.program import annotated_classes, last_name, module_imports
 from tracer.join.torch_api import TORCH_API
 
 CALLED = "called"  # bound to what calling `target` returns: an instance of a class (or a function's result)
@@ -172,6 +172,7 @@ def _walk_body(
             _walk_body(node.body, found, sketch, {}, None)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             own = dict(scope) if class_sketch is None else {}  # a method does not see its class body
+            own.update(annotated_parameters(node.args))
             found.functions[id(node)] = own
             _walk_body(node.body, found, None, own, class_sketch or method_class)
         else:
@@ -267,6 +268,19 @@ def _bind_statement(
             and target.value.id == "self"
             and method_class is not None
         ):
+            # ``self.layers = layers if layers is not None else []``: what the name holds (a parameter's
+            # annotation says), not another name for a function
+            named = _names_in(value)
+            if named:
+                bound = _merge(
+                    tuple(b for b in bound if b.kind != ALIAS or b.target not in scope),
+                    tuple(b for name in named for b in scope.get(name, ())),
+                )
+                held = tuple(b for name in named for b in scope.get(name + ELEMENTS, ()))
+                if held:
+                    method_class.elements[target.attr] = _merge(
+                        method_class.elements.get(target.attr, ()), held
+                    )
             if bound:
                 method_class.attributes[target.attr] = _merge(
                     method_class.attributes.get(target.attr, ()), bound
@@ -276,6 +290,34 @@ def _bind_statement(
                 method_class.elements[target.attr] = _merge(
                     method_class.elements.get(target.attr, ()), elements
                 )
+
+
+def annotated_parameters(arguments: ast.arguments) -> dict[str, tuple[Binding, ...]]:
+    """What a function's annotated parameters hold: ``past_key_values: Cache | None`` an instance of
+    ``Cache`` (its methods run where the function calls them), ``layers: list[Layer]`` elements that
+    are ``Layer`` instances (key: the name + `ELEMENTS`). Torch's, typing's and builtin types bind
+    nothing."""
+    found: dict[str, tuple[Binding, ...]] = {}
+    for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+        if argument.annotation is None:
+            continue
+        instances, elements = annotated_classes(argument.annotation)
+        if instances:
+            found[argument.arg] = tuple(Binding(CALLED, name) for name in instances)[:4]
+        if elements:
+            found[argument.arg + ELEMENTS] = tuple(Binding(CALLED, name) for name in elements)[:4]
+    return found
+
+
+def _names_in(value: ast.AST) -> list[str]:
+    """The plain names an assigned value may be: ``layers``, ``a if c else b``, ``a or b``."""
+    if isinstance(value, ast.Name):
+        return [value.id]
+    if isinstance(value, ast.IfExp):
+        return _names_in(value.body) + _names_in(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return [name for part in value.values for name in _names_in(part)]
+    return []
 
 
 def _elements_of(node: ast.AST, method_class: ClassSketch) -> tuple[Binding, ...]:

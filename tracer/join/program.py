@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, cast, overload
@@ -137,6 +137,9 @@ class CallPoint:
     device_only: bool = False  # `.to(device)`, `.cuda()`: a move that cannot change the dtype
     bias: bool | None = None  # a call of a layer the source built with (True) or without a bias
     runs: frozenset[str] | None = None  # a call of a helper not spliced in: the ops it (and its callees) name
+    # a method call's receiver, where its type may be known: ``cache.update`` "cache",
+    # ``self.cache.update`` "self.cache", ``self.layers[i].update`` "self.layers[]"; else ""
+    receiver: str = ""
 
     @property
     def location(self) -> str:
@@ -209,7 +212,9 @@ class Scope:
     properties: frozenset[str] = frozenset()
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     local_names: frozenset[str] = frozenset()
-    scalar_names: frozenset[str] = frozenset()  # locals only ever holding Python numbers
+    # locals only ever holding Python numbers, and ``self.<attr>`` for attributes its class (and
+    # bases of the module) only ever sets to numbers
+    scalar_names: frozenset[str] = frozenset()
 
 
 class _Builder:
@@ -542,7 +547,7 @@ class _Builder:
             return self.join(self.expr(node.body, s), self.expr(node.orelse, s))
         if isinstance(node, ast.Subscript):
             s = self.expr(node.slice, self.expr(node.value, s))
-            if isinstance(node.ctx, ast.Load) and not _is_size_value(node.value):
+            if isinstance(node.ctx, ast.Load) and not is_size_value(node.value):
                 s = self.subscript(node, GETITEM, s)
             return s
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
@@ -601,8 +606,19 @@ class _Builder:
             line = func.end_lineno  # CPython places a method call on its attribute's line
         aliases = self.scope.aliases.get(name, ()) if callee == BY_NAME else ()
         dtype, device_only = _cast_target(node, name)
+        receiver = (
+            receiver_path(func.value) if callee == BY_ATTRIBUTE and isinstance(func, ast.Attribute) else ""
+        )
         point = CallPoint(
-            line, node.col_offset, CALL, name, callee, aliases, dtype=dtype, device_only=device_only
+            line,
+            node.col_offset,
+            CALL,
+            name,
+            callee,
+            aliases,
+            dtype=dtype,
+            device_only=device_only,
+            receiver=receiver,
         )
         return self.point(s, point)
 
@@ -680,6 +696,10 @@ class ModulePrograms:
         self._scopes: dict[int, Scope] = {}
         self._locals: dict[int, frozenset[str]] = {}
         self._aliases: dict[str, tuple[str, ...]] | None = None
+        self._class_scalars: dict[str, frozenset[str]] = {}
+        # another module's class's scalar attributes, by the class's name (`scalar_attributes`):
+        # set by whoever can find other modules' classes
+        self.class_scalars: Callable[[str], frozenset[str]] | None = None
         self._expressions_indexed = False
         self._add(1, "<module>", _Entry(tree))
         self._index(tree.body, None, None)
@@ -743,14 +763,34 @@ class ModulePrograms:
             node = entry.node
             methods, properties = _class_names(entry.class_node) if entry.class_node is not None else ((), ())
             scalars = (
-                _scalar_names(node)
+                _scalar_names(node, self.class_scalars)
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                 else frozenset()
             )
+            if entry.class_node is not None:
+                scalars |= self.scalar_attributes(entry.class_node.name)
             found = Scope(
                 frozenset(methods), frozenset(properties), self._aliases, self._local_names(entry), scalars
             )
             self._scopes[id(node)] = found
+        return found
+
+    def scalar_attributes(self, name: str) -> frozenset[str]:
+        """``self.<attr>`` for each attribute that class `name` and its bases of this module only
+        ever set to Python numbers (``self.start_layer = start_layer or 0`` with ``start_layer:
+        int | None``): arithmetic on it runs no op."""
+        found = self._class_scalars.get(name)
+        if found is None:
+            self._class_scalars[name] = frozenset()  # (a class its own base: nothing)
+            classes = {n.name: n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)}
+            lineage: list[ast.ClassDef] = []
+            queue = [name]
+            while queue and len(lineage) < 8:
+                current = classes.get(queue.pop(0))
+                if current is not None and current not in lineage:
+                    lineage.append(current)
+                    queue.extend(base for b in current.bases if (base := last_name(b)))
+            found = self._class_scalars[name] = _scalar_attributes(lineage)
         return found
 
     def _local_names(self, entry: _Entry | None) -> frozenset[str]:
@@ -887,6 +927,19 @@ def _is_device_like(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "device"
 
 
+def receiver_path(node: ast.AST) -> str:
+    """How a method call's receiver is written, where a type may be known for it (`CallPoint.receiver`):
+    a name, ``self.<attr>``, either indexed (``[]``); "" for anything else."""
+    indexed = ""
+    if isinstance(node, ast.Subscript):
+        node, indexed = node.value, "[]"
+    if isinstance(node, ast.Name) and node.id not in ("self", "cls", "torch", "F", "nn"):
+        return node.id + indexed
+    if isinstance(node, ast.Attribute) and _is_self(node.value):
+        return f"self.{node.attr}{indexed}"
+    return ""
+
+
 def _callee(func: ast.AST, scope: Scope) -> tuple[str, str]:
     """(how the callee is named, its name) of a call's function expression."""
     if isinstance(func, ast.Name):
@@ -998,14 +1051,18 @@ def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> 
         return _is_scalar_expression(node.left, scalars) and _is_scalar_expression(node.right, scalars)
     if isinstance(node, ast.IfExp):
         return _is_scalar_expression(node.body, scalars) and _is_scalar_expression(node.orelse, scalars)
+    if isinstance(node, ast.BoolOp):  # ``start_layer or 0``
+        return all(_is_scalar_expression(value, scalars) for value in node.values)
     if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and f"{node.value.id}.{node.attr}" in scalars:
+            return True  # ``self.start_layer``, ``layer.layer_id``: attributes only set to numbers
         return (
             node.attr in _INT_ATTRIBUTES
             or _literal_dtype(node) is not None
             or _NUMBER_NAME.search(node.attr) is not None
         )
     if isinstance(node, ast.Subscript):
-        return _is_size_value(node.value)
+        return is_size_value(node.value)
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Name):
@@ -1022,9 +1079,15 @@ def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> 
     return False
 
 
-def _scalar_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+def _scalar_names(
+    node: ast.FunctionDef | ast.AsyncFunctionDef,
+    class_scalars: Callable[[str], frozenset[str]] | None = None,
+) -> frozenset[str]:
     """The function's locals that only ever hold Python numbers (flow-insensitive, to a fixpoint):
-    every binding is a number, a size or arithmetic of such; a ``range`` loop's variable."""
+    every binding is a number, a size or arithmetic of such; a ``range`` loop's variable. With
+    `class_scalars` (a class's name -> its attributes only ever set to numbers, as ``self.<attr>``),
+    also ``<parameter>.<attr>`` for a parameter annotated with such a class (``layer.layer_id`` of
+    ``layer: RadixAttention``)."""
     bindings: dict[str, list[ast.AST | None]] = {}  # None: a binding of unknown kind
 
     def bind(target: ast.AST, value: ast.AST | None) -> None:
@@ -1070,19 +1133,114 @@ def _scalar_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str
         elif isinstance(child, ast.comprehension):
             bind(child.target, None)
     arguments = node.args
+    typed: set[str] = set()  # ``layer.layer_id``: a number by the parameter's class
     for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
         number = _is_scalar_annotation(argument.annotation)
         bindings.setdefault(argument.arg, []).append(ast.Constant(0) if number else None)
+        if class_scalars is not None and argument.annotation is not None and not number:
+            for name in annotated_classes(argument.annotation)[0]:
+                typed.update(argument.arg + a.removeprefix("self") for a in class_scalars(name))
     # The greatest fixpoint: `start = 0 ... start = end; end = start + 1` are numbers together.
     scalars = {name for name, values in bindings.items() if all(v is not None for v in values)}
     changed = True
     while changed:
         changed = False
         for name in list(scalars):
-            if not all(v is not None and _is_scalar_expression(v, scalars) for v in bindings[name]):
+            if not all(v is not None and _is_scalar_expression(v, scalars | typed) for v in bindings[name]):
+                scalars.discard(name)
+                changed = True
+    return frozenset(scalars | typed)
+
+
+def _scalar_attributes(classes: Sequence[ast.ClassDef]) -> frozenset[str]:
+    """``self.<attr>`` for each attribute the methods of `classes` set only to numbers (each value
+    judged with its method's numeric locals; to a fixpoint, as `_scalar_names`)."""
+    bindings: dict[str, list[tuple[ast.AST, frozenset[str]]]] = {}
+    for class_node in classes:
+        for method in class_node.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            names: frozenset[str] | None = None
+            for child in own_nodes(method):
+                if isinstance(child, ast.Assign):
+                    pairs = [(target, child.value) for target in child.targets]
+                elif isinstance(child, ast.AnnAssign) and child.value is not None:
+                    pairs = [(child.target, child.value)]
+                elif isinstance(child, ast.AugAssign):
+                    pairs = [(child.target, ast.BinOp(child.target, child.op, child.value))]
+                else:
+                    continue
+                for target, value in pairs:
+                    targets = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+                    for one in targets:
+                        if isinstance(one, ast.Attribute) and _is_self(one.value):
+                            if names is None:
+                                names = _scalar_names(method)
+                            whole = value if len(targets) == 1 else ast.Name("?")  # unpacked: unknown
+                            bindings.setdefault(f"self.{one.attr}", []).append((whole, names))
+    scalars = set(bindings)
+    changed = True
+    while changed:
+        changed = False
+        for name in list(scalars):
+            if not all(_is_scalar_expression(value, names | scalars) for value, names in bindings[name]):
                 scalars.discard(name)
                 changed = True
     return frozenset(scalars)
+
+
+# typing's and builtin names an annotation may use: neither is a class the source defines
+_NOT_CLASSES = frozenset(
+    {
+        "Any", "Callable", "Optional", "Union", "Type", "Self", "ClassVar", "Final", "Literal",
+        "Annotated", "Unpack", "TypeVar", "Generic", "Protocol", "NoReturn", "Never", "Iterator",
+        "Generator", "Awaitable", "Coroutine", "Mapping", "MutableMapping", "Dict", "Set", "FrozenSet",
+        "NamedTuple", "TypedDict", "Tensor", "LongTensor", "FloatTensor", "BoolTensor", "IntTensor",
+        "HalfTensor", "BFloat16Tensor", "Module", "Parameter", "ModuleList", "ModuleDict", "Size",
+        "NDArray", "ndarray", "None",
+    }
+)  # fmt: skip
+_SEQUENCES = frozenset(
+    {"list", "List", "Sequence", "MutableSequence", "Iterable", "tuple", "Tuple", "deque", "Deque"}
+)
+_NOT_CLASS_ROOTS = frozenset({"torch", "nn", "typing", "np", "numpy", "collections", "abc", "t"})
+
+
+def annotated_classes(annotation: ast.AST, depth: int = 0) -> tuple[list[str], list[str]]:
+    """(instance classes, element classes) an annotation names (``X | None``, ``Optional[X]``,
+    ``"X"``, ``list[X]``, ``tuple[X, ...]``)."""
+    if depth > 4:
+        return [], []
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            parsed = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return [], []
+        return annotated_classes(parsed, depth + 1)
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        left, right = (annotated_classes(side, depth + 1) for side in (annotation.left, annotation.right))
+        return left[0] + right[0], left[1] + right[1]
+    if isinstance(annotation, ast.Subscript):
+        outer = last_name(annotation.value)
+        inner = annotation.slice
+        parts = list(inner.elts) if isinstance(inner, ast.Tuple) else [inner]
+        if outer in ("Optional", "Union"):
+            found = [annotated_classes(part, depth + 1) for part in parts]
+            return [n for f in found for n in f[0]], [n for f in found for n in f[1]]
+        if outer in _SEQUENCES:
+            held = [n for part in parts for n in annotated_classes(part, depth + 1)[0]]
+            return [], held
+        return [], []
+    if isinstance(annotation, (ast.Name, ast.Attribute)):
+        name = last_name(annotation)
+        root: ast.expr = annotation
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root is not annotation and root.id in _NOT_CLASS_ROOTS:
+            return [], []
+        if name and name[0].isupper() and name not in _NOT_CLASSES:
+            return [name], []
+    return [], []
 
 
 def _is_scalar_annotation(node: ast.AST | None) -> bool:
@@ -1142,7 +1300,14 @@ def _view_ops(index: ast.AST, scalars: frozenset[str]) -> list[frozenset[str]]:
     return views or [frozenset({"aten::alias"})]
 
 
-def _is_size_value(node: ast.AST) -> bool:
+def runs_on_numbers(node: ast.BinOp | ast.AugAssign) -> bool:
+    """An operator whose operands are plainly Python numbers or sizes (``x.numel() // x.shape[-1]``),
+    judged without the function's locals: it runs no op."""
+    left, right = (node.left, node.right) if isinstance(node, ast.BinOp) else (node.target, node.value)
+    return _is_scalar_expression(left, frozenset()) and _is_scalar_expression(right, frozenset())
+
+
+def is_size_value(node: ast.AST) -> bool:
     """``x.shape``, ``x.size()``, ``x.stride()``: tuples of ints, whose subscripts run no op."""
     if isinstance(node, ast.Attribute):
         return node.attr in ("shape", "stride")

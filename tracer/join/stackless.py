@@ -74,6 +74,7 @@ from tracer.join.program import (
     ModulePrograms,
     Program,
     last_name,
+    receiver_path,
 )
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines, read_source_text
@@ -178,6 +179,11 @@ NO_OP_BUILTINS = frozenset(
     | {"repr", "print", "vars", "locals", "globals", "dir", "len", "format", "chr", "ord"}
 )
 
+# Tensor methods whose Python binding returns the tensor itself, dispatching nothing, when there is
+# nothing to do: ``x.contiguous()`` of a contiguous tensor records no ``aten::contiguous``
+# (``THPVariable_contiguous``). Skipping one costs what a call of no op costs.
+NOTHING_TO_DO_METHODS = frozenset({"contiguous"})
+
 
 def runs_no_op(point: CallPoint) -> bool:
     """A call that runs no op: a type (``int(...)``, ``super()``) or a builtin of `NO_OP_BUILTINS`
@@ -262,7 +268,7 @@ class StacklessCosts:
         """Without frames every op shows: a torch call or a tensor operator that ran nothing is
         evidence against the path that skips it (numbers and types run none)."""
         if point.kind == CALL:
-            if runs_no_op(point):
+            if runs_no_op(point) or (point.callee == BY_ATTRIBUTE and point.name in NOTHING_TO_DO_METHODS):
                 return 0.05
             return 0.3 if runs_a_block(point) else SKIPPED_OP
         if point.kind == OPERATOR:
@@ -431,10 +437,11 @@ class _Function:
     name: str
     owner: str | None  # its class
     bag: frozenset[str]
-    calls: tuple[
-        tuple[str, str], ...
-    ]  # (name, receiver: SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT)
+    # (name, receiver: SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT, how an ATTRIBUTE
+    # call's receiver is written: `CallPoint.receiver`)
+    calls: tuple[tuple[str, str, str], ...]
     bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # its names' (and closure's)
+    abstract: bool = False  # its body only says it is to be overridden (``...``, NotImplementedError)
 
     def program(self) -> Program | None:
         return self.file.programs.program(self.line, self.name) if self.file.programs is not None else None
@@ -466,6 +473,8 @@ SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
     "property",
     "element",
 )
+# ``store.put(...)`` named like a tensor method (``Tensor.put``): only what the receiver's type says
+TYPED = "typed"
 MAX_INLINED_POINTS = 600
 # what a custom op's ``forward`` runs (`_dispatched`): the torch reference first, then the platforms'
 DISPATCHED_FORWARDS = ("forward_native", "forward_cuda", "forward_cpu")
@@ -929,8 +938,8 @@ class StacklessRanker:
             return self._bags[(id(function), depth)]
         bag = set(function.bag)
         if depth > 0:
-            for name, receiver in function.calls:
-                for callee in self._callees(name, receiver, function, (*stack, id(function))):
+            for name, receiver, via in function.calls:
+                for callee in self._callees(name, receiver, function, (*stack, id(function)), via):
                     if isinstance(callee, Binding):
                         bag.update(CALL_OPS.get(callee.target, (f"aten::{callee.target}",)))
                     else:
@@ -966,7 +975,7 @@ class StacklessRanker:
                     callees: tuple = (frame,) if frame is not None else ()
                 else:
                     callees = (
-                        self._callees(point.name, receiver, function, (*stack, id(function)))
+                        self._callees(point.name, receiver, function, (*stack, id(function)), point.receiver)
                         if receiver is not None
                         else ()
                     )
@@ -1031,7 +1040,9 @@ class StacklessRanker:
                 point = program.points[p]
                 receiver = self._receiver(point, function)
                 if receiver is not None and point.kind == CALL:
-                    for callee in self._callees(point.name, receiver, function, (*stack, id(function))):
+                    for callee in self._callees(
+                        point.name, receiver, function, (*stack, id(function)), point.receiver
+                    ):
                         if not isinstance(callee, Binding):
                             beyond.append((p, callee, 0))
         # a call of a helper not spliced in (past the depth, or too big) rewards the ops the helper
@@ -1080,17 +1091,21 @@ class StacklessRanker:
             bindings = caller.file.bindings
             if bindings is not None and (point.line, point.col) in bindings.super_calls:
                 return SUPER
-            return None if point.name in TORCH_API else ATTRIBUTE
+            if point.name in TORCH_API:  # a tensor's method, unless the receiver's type says otherwise
+                return TYPED if point.receiver else None
+            return ATTRIBUTE
         return None
 
-    def _callees(self, name: str, receiver: str, caller: _Function, stack: tuple) -> tuple:
+    def _callees(self, name: str, receiver: str, caller: _Function, stack: tuple, via: str = "") -> tuple:
         """What a call runs, as far as the source says: functions to splice in, or a torch op's
         `Binding` (``self.proj = nn.Linear(...)``, ``partial(torch.Tensor.to, ...)``); empty when unknown.
 
         ``self.helper()``/``self.weight``: the method or property of the caller's class (or a base);
         ``self.mlp(x)``: the forward of the class ``__init__`` bound ``self.mlp`` to; ``super().f()``: a
         base's ``f``; ``fn(x)``: what the caller, its enclosing functions or the module bound ``fn`` to
-        (a class's instance, a partial, a lambda), else the one function of that name.
+        (a class's instance, a partial, a lambda), else the one function of that name; ``obj.f(x)``
+        (`via` says how ``obj`` is written): ``f`` of the classes ``obj`` is bound to or annotated
+        with (`_typed`), else the one method of that name.
         """
         found: list = []
         owner = caller.owner
@@ -1120,10 +1135,16 @@ class StacklessRanker:
                 function = self._function(name, caller.file)
                 if function is not None:
                     found.append(function)
-        elif receiver == ATTRIBUTE and name not in GENERIC_NAMES:
-            candidates = self._by_name.get(name, [])
-            if len(candidates) == 1:
-                found.append(candidates[0])
+        elif receiver == TYPED:
+            found.extend(self._typed(name, via, caller))
+        elif receiver == ATTRIBUTE:
+            typed = self._typed(name, via, caller) if via else []
+            if typed:
+                found.extend(typed)
+            elif name not in GENERIC_NAMES:
+                candidates = self._by_name.get(name, [])
+                if len(candidates) == 1:
+                    found.append(candidates[0])
         # a function may run itself once more (recursion), no deeper
         callees = tuple(dict.fromkeys(f for f in found if isinstance(f, Binding) or stack.count(id(f)) < 2))
         return callees[
@@ -1131,6 +1152,50 @@ class StacklessRanker:
             if len(callees) > MAX_CALLEES and self._tabled(name, caller)
             else MAX_CALLEES
         ]
+
+    def _typed(self, name: str, via: str, caller: _Function) -> list[_Function]:
+        """Method `name` of what the receiver `via` holds, by its bindings: a name the caller bound or
+        annotated (``past_key_values: Cache | None``), ``self.<attr>`` as ``__init__`` bound it,
+        either's elements (``self.layers[i]``). Where the class leaves the method to its subclasses
+        (abstract), each subclass's own is an alternative."""
+        indexed = via.endswith("[]")
+        path = via.removesuffix("[]")
+        if path.startswith("self."):
+            if not caller.owner:
+                return []
+            bound = self._attribute_bindings(caller.owner, path[5:], caller.file, elements=indexed) or ()
+        else:
+            bound = caller.bindings.get(path + ELEMENTS if indexed else path, ())
+        methods: list[_Function] = []
+        for binding in bound:
+            if binding.kind == CALLED:
+                found = self._class(binding.target, caller.file)
+                if found is not None:
+                    methods.extend(self._implementations(found, name))
+        return list(dict.fromkeys(methods))
+
+    def _implementations(self, found: tuple[_SourceFile, str], name: str) -> list[_Function]:
+        """Method `name` of class `found` (or a base's); where that one is abstract or missing, the
+        methods of that name its subclasses in the same file define, nearest subclasses first."""
+        method = self._method(found[1], name, found[0])
+        if method is not None and not method.abstract:
+            return [method]
+        source_file, base = found
+        classes = source_file.bindings.classes if source_file.bindings is not None else {}
+        out: list[_Function] = []
+        queue, seen = [base], {base}
+        while queue:
+            parent = queue.pop(0)
+            for child, sketch in classes.items():
+                if parent in sketch.bases and child not in seen:
+                    seen.add(child)
+                    queue.append(child)
+                    own = next(
+                        (f for f in source_file.functions if f.owner == child and f.name == name), None
+                    )
+                    if own is not None and not own.abstract:
+                        out.append(own)
+        return out
 
     def _tabled(self, name: str, caller: _Function) -> bool:
         """Whether `name` is bound to a lookup in a table of functions (`_registry`)."""
@@ -1279,6 +1344,13 @@ class StacklessRanker:
         bound, count = votes.most_common(1)[0]
         agreed = count >= ATTRIBUTE_QUORUM * sum(votes.values()) and count >= ATTRIBUTE_MIN_ASSIGNMENTS
         return bound if agreed else ()
+
+    def _class_scalars(self, name: str, near: _SourceFile) -> frozenset[str]:
+        """The attributes class `name` (as `near` names it) only ever sets to numbers."""
+        found = self._class(name, near)
+        if found is None or found[0].programs is None:
+            return frozenset()
+        return found[0].programs.scalar_attributes(found[1])
 
     def _attribute_bindings(self, owner: str, name: str, source_file: _SourceFile, elements: bool = False):
         found = self._class(owner, source_file)
@@ -1471,6 +1543,7 @@ class StacklessRanker:
         if source_file.programs is None and source_file.bindings is None:
             source_file.programs = _parse(source_file.text)
             if source_file.programs is not None:
+                source_file.programs.class_scalars = lambda name: self._class_scalars(name, source_file)
                 source_file.bindings = module_bindings(source_file.programs.tree)
                 source_file.functions = _sketches(source_file)
                 for function in source_file.functions:
@@ -1514,7 +1587,14 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
     each, no program built)."""
     import ast
 
-    from tracer.join.program import BINARY_OPS, COMPARE_OPS, UNARY_OPS, own_nodes
+    from tracer.join.program import (
+        BINARY_OPS,
+        COMPARE_OPS,
+        UNARY_OPS,
+        is_size_value,
+        own_nodes,
+        runs_on_numbers,
+    )
 
     sketches: list[_Function] = []
     programs = source_file.programs
@@ -1533,11 +1613,18 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
                 callee = last_name(func)
                 if callee is not None:
                     bag.update(CALL_OPS.get(callee, (f"aten::{callee}",)))
-                    calls.append((callee, _sketch_receiver(func)))
+                    receiver = _sketch_receiver(func)
+                    via = (
+                        receiver_path(func.value)
+                        if receiver == ATTRIBUTE and isinstance(func, ast.Attribute)
+                        else ""
+                    )
+                    calls.append((callee, receiver, via))
                 elif isinstance(func, ast.Subscript):
                     value = func.value
                     if isinstance(value, (ast.Attribute, ast.Name)):
-                        calls.append((value.attr if isinstance(value, ast.Attribute) else value.id, ELEMENT))
+                        name_of = value.attr if isinstance(value, ast.Attribute) else value.id
+                        calls.append((name_of, ELEMENT, ""))
             elif (
                 isinstance(child, ast.Attribute)
                 and isinstance(child.ctx, ast.Load)
@@ -1545,16 +1632,16 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
                 and isinstance(child.value, ast.Name)
                 and child.value.id == "self"
             ):
-                calls.append((child.attr, PROPERTY_READ))
+                calls.append((child.attr, PROPERTY_READ, ""))
             elif isinstance(child, (ast.BinOp, ast.AugAssign)):
                 op = BINARY_OPS.get(type(child.op))
-                if op:
+                if op and not runs_on_numbers(child):
                     bag.update(OPERATOR_OPS.get(op, (op,)))
             elif isinstance(child, ast.UnaryOp) and type(child.op) in UNARY_OPS:
                 bag.add(UNARY_OPS[type(child.op)])
             elif isinstance(child, ast.Compare):
                 bag.update(COMPARE_OPS[type(op)] for op in child.ops if type(op) in COMPARE_OPS)
-            if isinstance(child, ast.Subscript):
+            if isinstance(child, ast.Subscript) and not is_size_value(child.value):  # ``x.shape[-1]``: none
                 bag.update(GETITEM_OPS if isinstance(child.ctx, ast.Load) else SETITEM_OPS)
         owner = programs.owner_of_node(node)
         bindings = source_file.bindings
@@ -1566,9 +1653,42 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
             else bindings.functions.get(id(node), {})
         )
         sketches.append(
-            _Function(source_file, line, name, owner, frozenset(bag), tuple(dict.fromkeys(calls)), scope)
+            _Function(
+                source_file,
+                line,
+                name,
+                owner,
+                frozenset(bag),
+                tuple(dict.fromkeys(calls)),
+                scope,
+                abstract=_is_abstract(node),
+            )
         )
     return sketches
+
+
+def _is_abstract(node) -> bool:
+    """A method its subclasses are to define: ``@abstractmethod``, or a body of nothing but a
+    docstring, ``...``, ``pass`` or ``raise NotImplementedError``."""
+    import ast
+
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if any(last_name(d) == "abstractmethod" for d in node.decorator_list):
+        return True
+    body = list(node.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring (or ``...``)
+    for statement in body:
+        if isinstance(statement, ast.Pass):
+            continue
+        raised = statement.exc if isinstance(statement, ast.Raise) else None
+        if isinstance(raised, ast.Call):
+            raised = raised.func
+        if raised is not None and last_name(raised) == "NotImplementedError":
+            continue
+        return False
+    return True
 
 
 def _sketch_receiver(func) -> str:
