@@ -697,6 +697,7 @@ class ModulePrograms:
         self._locals: dict[int, frozenset[str]] = {}
         self._aliases: dict[str, tuple[str, ...]] | None = None
         self._class_scalars: dict[str, frozenset[str]] = {}
+        self._classes: dict[str, ast.ClassDef] | None = None
         # another module's class's scalar attributes, by the class's name (`scalar_attributes`):
         # set by whoever can find other modules' classes
         self.class_scalars: Callable[[str], frozenset[str]] | None = None
@@ -782,7 +783,9 @@ class ModulePrograms:
         found = self._class_scalars.get(name)
         if found is None:
             self._class_scalars[name] = frozenset()  # (a class its own base: nothing)
-            classes = {n.name: n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)}
+            if self._classes is None:
+                self._classes = {n.name: n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)}
+            classes = self._classes
             lineage: list[ast.ClassDef] = []
             queue = [name]
             while queue and len(lineage) < 8:
@@ -1155,7 +1158,7 @@ def _scalar_names(
 def _scalar_attributes(classes: Sequence[ast.ClassDef]) -> frozenset[str]:
     """``self.<attr>`` for each attribute the methods of `classes` set only to numbers (each value
     judged with its method's numeric locals; to a fixpoint, as `_scalar_names`)."""
-    bindings: dict[str, list[tuple[ast.AST, frozenset[str]]]] = {}
+    bindings: dict[str, list[tuple[ast.AST | None, frozenset[str]]]] = {}  # None: unpacked, unknown
     for class_node in classes:
         for method in class_node.body:
             if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -1176,14 +1179,17 @@ def _scalar_attributes(classes: Sequence[ast.ClassDef]) -> frozenset[str]:
                         if isinstance(one, ast.Attribute) and _is_self(one.value):
                             if names is None:
                                 names = _scalar_names(method)
-                            whole = value if len(targets) == 1 else ast.Name("?")  # unpacked: unknown
+                            whole = value if len(targets) == 1 else None
                             bindings.setdefault(f"self.{one.attr}", []).append((whole, names))
     scalars = set(bindings)
     changed = True
     while changed:
         changed = False
         for name in list(scalars):
-            if not all(_is_scalar_expression(value, names | scalars) for value, names in bindings[name]):
+            if not all(
+                value is not None and _is_scalar_expression(value, names | scalars)
+                for value, names in bindings[name]
+            ):
                 scalars.discard(name)
                 changed = True
     return frozenset(scalars)

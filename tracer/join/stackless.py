@@ -512,6 +512,7 @@ class StacklessRanker:
         self._by_file_name: dict[str, _SourceFile] | None = None
         self._digests: dict[str, dict[int, tuple[bytes, str]]] = {}  # file -> def line -> `_copy_key`
         self._support: dict[str, float] = {}  # file -> share of the windows it fits (`agree`)
+        self._implemented: dict[tuple[str, str, str], list[_Function]] = {}  # (file, class, method)
         self._fits: dict[tuple, dict[int, float]] = {}  # (program, window, hot) -> point -> cost
         self._compatible: dict[int, dict] = {}  # program -> token -> its edges (`Alignment`)
         self._supported: list[_SourceFile] = []  # the files by that share, most first
@@ -1177,6 +1178,12 @@ class StacklessRanker:
     def _implementations(self, found: tuple[_SourceFile, str], name: str) -> list[_Function]:
         """Method `name` of class `found` (or a base's); where that one is abstract or missing, the
         methods of that name its subclasses in the same file define, nearest subclasses first."""
+        key = (found[0].name, found[1], name)
+        if key not in self._implemented:
+            self._implemented[key] = self._find_implementations(found, name)
+        return self._implemented[key]
+
+    def _find_implementations(self, found: tuple[_SourceFile, str], name: str) -> list[_Function]:
         method = self._method(found[1], name, found[0])
         if method is not None and not method.abstract:
             return [method]
