@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.join.package_source import line_of
+from tests.join.package_source import assert_ranked_first, line_of, origins_of
 from tracer.api import explain_trace
 from tracer.join.program import BY_ATTRIBUTE, CALL, CallPoint
 from tracer.join.stackless import predicted_ops
@@ -58,12 +58,9 @@ def grouped_origins(write_package, tmp_path_factory, profile_without_stacks, imp
     x, offs = torch.randn(64, 16, dtype=torch.bfloat16), torch.tensor([32, 64], dtype=torch.int32)
     trace = profile_without_stacks(lambda: experts(x, offs), tmp_path_factory.mktemp("grouped") / "moe.json")
     analysis = explain_trace(trace, source=[package])
-    return [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == "aten::_grouped_mm"]
+    return origins_of(analysis, "aten::_grouped_mm")
 
 
 def test_grouped_mm_answers_in_the_line_that_called_it(grouped_origins: list) -> None:
-    assert grouped_origins
     line = line_of(EXPERTS, "torch.nn.functional.grouped_mm(")
-    for origin in grouped_origins:
-        assert (origin.file, origin.line) == ("grouppkg/experts.py", line), origin.candidates
-        assert origin.answer == "ranked" and origin.confidence < 0.5  # still a ranking
+    assert_ranked_first(grouped_origins, "grouppkg/experts.py", line)

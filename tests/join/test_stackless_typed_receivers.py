@@ -15,7 +15,7 @@ import ast
 
 import pytest
 
-from tests.join.package_source import line_of
+from tests.join.package_source import assert_ranked_first, line_of, origins_of
 from tracer.api import explain_trace
 from tracer.join.bindings import CALLED, ELEMENTS, Binding, annotated_parameters
 from tracer.join.program import receiver_path
@@ -139,15 +139,11 @@ def cat_origins(write_package, tmp_path_factory, profile_without_stacks, import_
 
     trace = profile_without_stacks(step, tmp_path_factory.mktemp("typed") / "store.json")
     analysis = explain_trace(trace, source=[package])
-    return [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == "aten::cat"]
+    return origins_of(analysis, "aten::cat")
 
 
 def test_the_cache_cat_answers_in_the_subclass_method(cat_origins: list) -> None:
-    assert cat_origins
-    line = line_of(STORE, "torch.cat([self.keys, keys]")
-    for origin in cat_origins:
-        assert (origin.file, origin.line) == ("storepkg/store.py", line), origin.candidates
-        assert origin.answer == "ranked" and origin.confidence < 0.5  # still a ranking
+    assert_ranked_first(cat_origins, "storepkg/store.py", line_of(STORE, "torch.cat([self.keys, keys]"))
 
 
 def test_the_kv_cache_corpus_trace_answers_in_its_update(nostack_scores) -> None:
