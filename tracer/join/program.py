@@ -687,7 +687,9 @@ class ModulePrograms:
     are worked out for the functions whose programs are built.
     """
 
-    def __init__(self, tree: ast.Module, skip_cost) -> None:
+    def __init__(
+        self, tree: ast.Module, skip_cost, class_scalars: Callable[[str], frozenset[str]] | None = None
+    ) -> None:
         self.tree = tree
         self.skip_cost = skip_cost
         self._nodes: dict[tuple[int, str], list[_Entry]] = {}
@@ -698,9 +700,9 @@ class ModulePrograms:
         self._aliases: dict[str, tuple[str, ...]] | None = None
         self._class_scalars: dict[str, frozenset[str]] = {}
         self._classes: dict[str, ast.ClassDef] | None = None
-        # another module's class's scalar attributes, by the class's name (`scalar_attributes`):
-        # set by whoever can find other modules' classes
-        self.class_scalars: Callable[[str], frozenset[str]] | None = None
+        # another module's class's scalar attributes, by the class's name (`scalar_attributes`),
+        # from whoever can find other modules' classes
+        self.class_scalars = class_scalars
         self._expressions_indexed = False
         self._add(1, "<module>", _Entry(tree))
         self._index(tree.body, None, None)
@@ -1143,16 +1145,27 @@ def _scalar_names(
         if class_scalars is not None and argument.annotation is not None and not number:
             for name in annotated_classes(argument.annotation)[0]:
                 typed.update(argument.arg + a.removeprefix("self") for a in class_scalars(name))
-    # The greatest fixpoint: `start = 0 ... start = end; end = start + 1` are numbers together.
-    scalars = {name for name, values in bindings.items() if all(v is not None for v in values)}
+    known = frozenset(typed)
+    return (
+        frozenset(_only_numbers({n: [(v, known) for v in values] for n, values in bindings.items()})) | known
+    )
+
+
+def _only_numbers(bindings: dict[str, list[tuple[ast.AST | None, frozenset[str]]]]) -> set[str]:
+    """The names each of whose bindings is a number (a value judged with the numeric names it sits
+    among, and the names found so far): the greatest fixpoint, so that ``start = 0 ... start = end;
+    end = start + 1`` are numbers together. A binding of None is of unknown kind."""
+    scalars = {name for name, values in bindings.items() if all(v is not None for v, _ in values)}
     changed = True
     while changed:
         changed = False
         for name in list(scalars):
-            if not all(v is not None and _is_scalar_expression(v, scalars | typed) for v in bindings[name]):
+            if not all(
+                v is not None and _is_scalar_expression(v, known | scalars) for v, known in bindings[name]
+            ):
                 scalars.discard(name)
                 changed = True
-    return frozenset(scalars | typed)
+    return scalars
 
 
 def _scalar_attributes(classes: Sequence[ast.ClassDef]) -> frozenset[str]:
@@ -1181,18 +1194,7 @@ def _scalar_attributes(classes: Sequence[ast.ClassDef]) -> frozenset[str]:
                                 names = _scalar_names(method)
                             whole = value if len(targets) == 1 else None
                             bindings.setdefault(f"self.{one.attr}", []).append((whole, names))
-    scalars = set(bindings)
-    changed = True
-    while changed:
-        changed = False
-        for name in list(scalars):
-            if not all(
-                value is not None and _is_scalar_expression(value, names | scalars)
-                for value, names in bindings[name]
-            ):
-                scalars.discard(name)
-                changed = True
-    return frozenset(scalars)
+    return frozenset(_only_numbers(bindings))
 
 
 # typing's and builtin names an annotation may use: neither is a class the source defines

@@ -1136,13 +1136,10 @@ class StacklessRanker:
                 function = self._function(name, caller.file)
                 if function is not None:
                     found.append(function)
-        elif receiver == TYPED:
-            found.extend(self._typed(name, via, caller))
-        elif receiver == ATTRIBUTE:
-            typed = self._typed(name, via, caller) if via else []
-            if typed:
-                found.extend(typed)
-            elif name not in GENERIC_NAMES:
+        elif receiver in (TYPED, ATTRIBUTE):
+            if via:
+                found.extend(self._typed(name, via, caller))
+            if not found and receiver == ATTRIBUTE and name not in GENERIC_NAMES:
                 candidates = self._by_name.get(name, [])
                 if len(candidates) == 1:
                     found.append(candidates[0])
@@ -1548,9 +1545,10 @@ class StacklessRanker:
 
     def _parse_file(self, source_file: _SourceFile) -> None:
         if source_file.programs is None and source_file.bindings is None:
-            source_file.programs = _parse(source_file.text)
+            source_file.programs = _parse(
+                source_file.text, lambda name: self._class_scalars(name, source_file)
+            )
             if source_file.programs is not None:
-                source_file.programs.class_scalars = lambda name: self._class_scalars(name, source_file)
                 source_file.bindings = module_bindings(source_file.programs.tree)
                 source_file.functions = _sketches(source_file)
                 for function in source_file.functions:
@@ -1711,11 +1709,11 @@ def _sketch_receiver(func) -> str:
     return ATTRIBUTE
 
 
-def _parse(text: str) -> ModulePrograms | None:
+def _parse(text: str, class_scalars: Callable[[str], frozenset[str]]) -> ModulePrograms | None:
     import ast
 
     try:
-        return ModulePrograms(ast.parse(text), STACKLESS.skip)
+        return ModulePrograms(ast.parse(text), STACKLESS.skip, class_scalars)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
