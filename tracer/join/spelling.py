@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 from tracer.join.bindings import TORCH_MODULE_OPS
 from tracer.join.copies import scoped_headers
+from tracer.join.run_order import STORE, run_order
 from tracer.join.tokens import GETITEM_OPS, QUIET_OPS, SETITEM_OPS
 
 # Methods whose op is not named after them.
 CAST_METHODS = frozenset(
     {"to", "float", "half", "bfloat16", "double", "int", "long", "short", "bool", "type"}
 )
-STORE = "]="  # what text spells when it stores into a subscript (``x[i] = v``)
 _STORES = re.compile(r"\]\s*=[^=]")
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
 # ``self.norm = RMSNorm(``, ``self.q_proj = nn.Linear(``
@@ -49,6 +49,7 @@ _OPERATOR_SPELLINGS = {
 _MODULES_RUNNING: dict[str, tuple[str, ...]] = {}  # op -> the torch.nn modules that run it (``Linear``)
 for _module, _op in TORCH_MODULE_OPS.items():
     _MODULES_RUNNING[_op] = (*_MODULES_RUNNING.get(_op, ()), _module)
+_QUIET_WORDS = frozenset(op.removeprefix("aten::").strip("_") for op in QUIET_OPS)
 BM25_K1, BM25_B = 1.2, 0.75  # how much a function's size discounts the names it spells
 # Names too common to say which function a call runs (``self.forward(...)``, ``x.apply(...)``).
 GENERIC_NAMES = frozenset(
@@ -93,12 +94,15 @@ class FunctionSpellings:
         reaches: list[int] = []  # per function, a hash of what it reaches (its helpers' words too)
         sizes: list[int] = []
         index: dict[str, list[int]] = {}
+        pairs: dict[tuple[str, str], list[int]] = {}  # (a, b): the functions that run b right after a
         self.file_spellings: list[frozenset[str]] = []  # per file, all it spells (= `spelled` of it)
         for file, text in enumerate(texts):
             own = _functions_of(text)
             self.file_spellings.append(frozenset().union(*(f.words for f in own)))
             by_name = {f.name: f.words for f in own if f.name}
             forwards = {f.owner: f.words for f in own if f.owner and f.name in MODULE_CALLS}
+            orders = {f.name: f.order for f in own if f.name and not f.owner}
+            forwards_order = {f.owner: f.order for f in own if f.owner and f.name in MODULE_CALLS}
             modules: dict[str, dict[str, str]] = {}  # class -> its attributes built from a class here
             for f in own:
                 if f.owner:
@@ -115,6 +119,9 @@ class FunctionSpellings:
                 )
                 for word in reach:
                     index.setdefault(word, []).append(len(file_of))
+                in_order = _pairs(_spliced(f, orders, built, forwards_order))
+                for pair in in_order:
+                    pairs.setdefault(pair, []).append(len(file_of))
                 file_of.append(file)
                 lines.append(f.line)
                 reaches.append(hash(reach))
@@ -127,6 +134,8 @@ class FunctionSpellings:
         self._reach_of = reaches
         self._files = (int(self._file_of[-1]) + 1) if file_of else 0
         self._index = index
+        self._pairs = pairs
+        self._pair_holders: dict[tuple[frozenset[str], frozenset[str]], np.ndarray] = {}
         self._holders: dict[frozenset[str], np.ndarray] = {}
 
     def holders(self, group: frozenset[str]):
@@ -157,6 +166,12 @@ class FunctionSpellings:
             if group == hot:
                 weight = 3 * weight + 1.0
             scores[holders] += weight * self._norm[holders]  # holders are distinct
+        return self._best_per_file(scores)
+
+    def _best_per_file(self, scores) -> dict[int, tuple[float, int, int]]:
+        """Per file with a function scoring above 0, (the best one's score, its def line, its reach)."""
+        import numpy as np
+
         touched = np.flatnonzero(scores > 0)
         # per file, its best function: touched in file order, best first (stable: the first of ties)
         order = touched[np.lexsort((-scores[touched], self._file_of[touched]))]
@@ -166,6 +181,71 @@ class FunctionSpellings:
             int(file): (float(scores[chunk]), int(self._line_of[chunk]), self._reach_of[chunk])
             for file, chunk in zip(files.tolist(), best.tolist())
         }
+
+    def pair_holders(self, first: frozenset[str], then: frozenset[str]):
+        """The functions (chunk numbers, sorted) that run a name of `then` right after (or one call
+        after) a name of `first`."""
+        import numpy as np
+
+        key = (first, then)
+        found = self._pair_holders.get(key)
+        if found is None:
+            lists = [self._pairs[(a, b)] for a in first for b in then if (a, b) in self._pairs]
+            found = np.unique(np.concatenate(lists)) if lists else np.zeros(0, dtype=np.int64)
+            self._pair_holders[key] = found
+        return found
+
+    def best_in_order(self, groups: Sequence[frozenset[str]]) -> dict[int, tuple[float, int, int]]:
+        """Per file, the score of its best function for running the op `groups` (each an op's
+        spellings, in the order the ops ran) in that order: each pair of ops one or two apart that
+        the function runs in that order counts, rare pairs most (as `best_functions`)."""
+        import numpy as np
+
+        chunks = len(self._file_of)
+        scores = np.zeros(chunks, dtype=np.float64)
+        seen = set()
+        for i, first in enumerate(groups):
+            for then in groups[i + 1 : i + 1 + PAIR_REACH]:
+                if (first, then) in seen:
+                    continue
+                seen.add((first, then))
+                holders = self.pair_holders(first, then)
+                if len(holders):
+                    weight = math.log((1 + chunks) / (1 + len(holders)))
+                    scores[holders] += weight
+        return self._best_per_file(scores)
+
+
+PAIR_REACH = 2  # the ops after one that pair with it (a call the text has and the ops do not between)
+
+
+def _spliced(
+    function: _Spelled,
+    helpers: dict[str, tuple[str, ...]],
+    built: dict[str, str],
+    forwards: dict[str, tuple[str, ...]],
+) -> list[str]:
+    """What `function` runs in order, with what the helpers of its file it calls by name and the
+    modules it calls through attributes of its class run spliced in where it calls them (one level)."""
+    out: list[str] = []
+    for word in function.order:
+        module = built.get(word)
+        if module is not None and module != function.owner and module in forwards:
+            out.extend(forwards[module])
+        elif module is not None and module in TORCH_MODULE_OPS:
+            out.append(module)  # ``self.q_proj(x)``: runs the Linear it was built as
+        elif word in helpers and word != function.name and word not in GENERIC_NAMES:
+            out.extend(helpers[word])
+        else:
+            out.append(word)
+    return out
+
+
+def _pairs(order: Sequence[str]) -> set[tuple[str, str]]:
+    """Each name and those run one or two calls after it, leaving out the calls of quiet ops
+    (``view``, ``transpose``), which a window's ops leave out too (they have no `spellings`)."""
+    named = [word for word in order if word not in _QUIET_WORDS]
+    return {(a, b) for i, a in enumerate(named) for b in named[i + 1 : i + 1 + PAIR_REACH]}
 
 
 @dataclass(frozen=True)
@@ -178,6 +258,7 @@ class _Spelled:
     owner: str  # the class it is a method of, "" if none
     words: frozenset[str]
     modules: dict[str, str]
+    order: tuple[str, ...]  # the names it calls and the operators it uses, in the order they run
 
 
 def _functions_of(text: str) -> list[_Spelled]:
@@ -189,14 +270,16 @@ def _functions_of(text: str) -> list[_Spelled]:
             in_class = bool(around) and around[-1].group(2) == "class"
             defs.append((header, around[-1].group(3) if in_class else ""))
     starts = [header.start() for header, _ in defs]
-    out = [_Spelled("", 0, "", spelled(text[: starts[0]] if starts else text), {})]
+    head = text[: starts[0]] if starts else text
+    out = [_Spelled("", 0, "", spelled(head), {}, tuple(run_order(head)))]
     line, counted = 1, 0  # the def line of each header, counted on from the one before
     for i, (header, owner) in enumerate(defs):
         line += text.count("\n", counted, header.start())
         counted = header.start()
         body = text[starts[i] : starts[i + 1] if i + 1 < len(starts) else len(text)]
         built = dict(_BUILDS.findall(body)) if owner else {}
-        out.append(_Spelled(header.group(3), line, owner, spelled(body), built))
+        order = tuple(run_order(body[header.end() - header.start() :]))  # not the def's own name
+        out.append(_Spelled(header.group(3), line, owner, spelled(body), built, order))
     return out
 
 

@@ -26,9 +26,10 @@ below 0.5.
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -105,6 +106,8 @@ MAX_TIED_FUNCTIONS = 40  # ... and those that name as many of the window's ops a
 MAX_CANDIDATES = 5
 NEAR_OPS = 2  # ops on each side of the hot one that pick files of their own ...
 NEAR_FILES = 4  # ... this many, past `MAX_FILES`
+ORDER_OPS = 8  # named ops on each side of the hot one whose order picks files of their own ...
+ORDER_FILES = 20  # ... those that do it better than all but this many files, past those
 CALLER_FILES = 4  # files that call a class or helper running the hot op, aligned beside those picked
 RANKING_CONFIDENCE = 0.45  # the most a ranking claims: never read as a match
 MIN_FIT = 2.5  # a candidate's function must explain more of the window than the op itself
@@ -161,6 +164,9 @@ SUPPORT_AGAINST = 1.0  # times (1 - the share of the trace's windows its file fi
 TIE_MARGIN = 0.05  # copies this close in score (5% of the windows' share) are said to tie
 USED_MIN = 0.5  # tied copies: where the trace used at least this share of one file's functions ...
 USED_RATIO = 0.8  # ... a copy in a file it used less than this of that one's goes after
+# different code whose fits differ by less than a quiet op's reward fits about alike: which file ran
+# goes by how much of each the trace used (`_used_first`)
+ALIKE_MARGIN = -QUIET_REWARD
 TIE_FILES_NAMED = 10  # the files of a tie that its evidence names (then how many more)
 SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window again
 SUPPORTED_FUNCTIONS = 3  # ... their functions aligned with each window, past `MAX_FUNCTIONS`
@@ -885,9 +891,12 @@ class StacklessRanker:
     def _break_tie(
         self, candidates: tuple[Candidate, ...], same: _SameLines, used: dict[str, float]
     ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+        # which code ran (different code that fits about alike), then which copy of it
+        candidates, said = _used_first(candidates, used)
         if not _tied(candidates, same):
-            return candidates, ()
-        return break_tie(candidates, same, self._importer_counts(), used)
+            return candidates, said
+        candidates, which_copy = break_tie(candidates, same, self._importer_counts(), used)
+        return candidates, (*said, *which_copy)
 
     def _used_shares(self, rankings: Iterable[Ranking], same: _SameLines) -> dict[str, float]:
         """Per file, the share of its functions (but ``__init__``) that some window fits (within
@@ -1479,6 +1488,9 @@ class StacklessRanker:
         # (OLMo's norm, ``to``, ``layer_norm``, ``to``, was 27th to 124th by the whole window)
         near = window[max(0, hot - NEAR_OPS) : hot + NEAR_OPS + 1]
         picked.extend(self._best_spelling(self._spelling_scores(near, hot_group), NEAR_FILES, picked))
+        # the files whose functions run the ops next to the hot one in their order (Qwen3's attention
+        # runs its norm's ops right after a linear; every decoder file spells them)
+        picked.extend(self._standing_out(self._order_scores(window, hot), ORDER_FILES, picked))
         # a class or helper that runs the hot op (``Conv1D.forward``'s ``torch.addmm``) explains too
         # little of the window alone: the files that call it by name are aligned as well
         runners = self._runners(picked, hot_op)
@@ -1494,6 +1506,15 @@ class StacklessRanker:
             self._parse_file(source_file)
         return [f for f in picked if f.programs is not None]
 
+    def _order_scores(self, window: Sequence[str], hot: int) -> dict[int, tuple[float, int, int]]:
+        """Per file, how well its best function runs the ops around the hot one (`ORDER_OPS` named
+        ops on each side) in their order (`FunctionSpellings.best_in_order`)."""
+        groups = [frozenset(spellings(token_of(name, Cat.CPU_OP).name)) for name in window]
+        before = [g for g in groups[:hot] if g][-ORDER_OPS:]
+        after = [g for g in groups[hot:] if g][: ORDER_OPS + (1 if groups[hot] else 0)]
+        assert self._functions is not None  # built with the files
+        return self._functions.best_in_order([*before, *after])
+
     def _spelling_scores(
         self, window: Sequence[str], hot_group: frozenset[str]
     ) -> dict[int, tuple[float, int, int]]:
@@ -1508,25 +1529,44 @@ class StacklessRanker:
     def _best_spelling(
         self, scores: dict[int, tuple[float, int, int]], count: int, picked: Sequence[_SourceFile] = ()
     ) -> list[_SourceFile]:
-        """The `count` files (not in `picked`) that spell best by `scores`, skipping those whose best
-        function is a copy of one taken before (same text, reaching the same helpers): it adds
+        """The `count` files (not in `picked`) that spell best by `scores` (`_distinct_ranking`)."""
+        out: list[_SourceFile] = []
+        for source_file, _ in self._distinct_ranking(scores):
+            if len(out) >= count:
+                break
+            if source_file not in picked:
+                out.append(source_file)
+        return out
+
+    def _standing_out(
+        self, scores: dict[int, tuple[float, int, int]], count: int, picked: Sequence[_SourceFile]
+    ) -> list[_SourceFile]:
+        """The files (not in `picked`) that score better by `scores` than all but `count` files
+        (`_distinct_ranking`): none where more than `count` tie at the top, the scores then saying
+        nothing specific (a cast and a store, which a thousand files run in that order)."""
+        ranking = list(itertools.islice(self._distinct_ranking(scores), count + 1))
+        bar = ranking[count][1] if len(ranking) > count else 0.0
+        return [f for f, score in ranking[:count] if score > bar + 1e-9 and f not in picked]
+
+    def _distinct_ranking(
+        self, scores: dict[int, tuple[float, int, int]]
+    ) -> Iterator[tuple[_SourceFile, float]]:
+        """The files that score above 0 by `scores`, best first, and their scores, skipping those whose
+        best function is a copy of one ranked before (same text, reaching the same helpers): it adds
         nothing to align (`agree` answers in each copy), so the places go to different code (Llama's
         rotary embedding, not the fifth copy of a variant of it that casts once more)."""
         files = self._all_files()
         ranked = sorted(scores.items(), key=lambda item: (-item[1][0], files[item[0]].name))
-        out: list[_SourceFile] = []
         taken: set[tuple] = set()
         for index, (score, line, reach) in ranked:
-            if len(out) >= count or score <= 0:
-                break
+            if score <= 0:
+                return
             key = self._copy_key(files[index].name, line)
             if key is not None:
                 if (*key, reach) in taken:
                     continue
                 taken.add((*key, reach))
-            if files[index] not in picked:
-                out.append(files[index])
-        return out
+            yield files[index], score
 
     def _runners(self, picked: list[_SourceFile], hot_op: str) -> frozenset[str]:
         """The specific names (classes, module-level functions) by which other files call the
@@ -1836,6 +1876,33 @@ def break_tie(
         f"({holders} files hold the function); which of them ran, the trace cannot tell; first, {first}"
     )
     return (*ordered, *rest), (said,)
+
+
+def _used_first(
+    candidates: tuple[Candidate, ...], used: dict[str, float]
+) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+    """Different code of different files that fits about alike (within `ALIKE_MARGIN` of the best):
+    those in a file the trace used much less (`USED_RATIO`) than the most used of them go after. A
+    hybrid model's file (LFM2: convolutions beside attention) holds an MLP and an attention that fit a
+    dense model's windows as well as its own file's do, but the trace leaves its convolutions unused."""
+    near = [c for c in candidates if c.score <= candidates[0].score + ALIKE_MARGIN]
+    if len({c.file for c in near}) < 2:
+        return candidates, ()
+    most = max(used.get(c.file, 0.0) for c in near)
+
+    def less_used(candidate: Candidate) -> bool:
+        return most >= USED_MIN and used.get(candidate.file, 0.0) < USED_RATIO * most
+
+    if not less_used(candidates[0]):
+        return candidates, ()
+    ordered = sorted(near, key=less_used)  # stable: by score within each
+    first = ordered[0]
+    said = (
+        f"`{candidates[0].function}` in {candidates[0].file} and `{first.function}` in {first.file} fit "
+        f"about alike; first the file the trace used more ({used.get(first.file, 0.0):.0%} of its "
+        f"functions, against {used.get(candidates[0].file, 0.0):.0%})"
+    )
+    return (*ordered, *candidates[len(near) :]), (said,)
 
 
 def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
