@@ -8,7 +8,10 @@ frame stripped): transformers (torch 2.14) rank 1 78.1 -> 81.3%, GPU (torch 2.11
 
 from __future__ import annotations
 
-from tracer.join.stackless import Candidate, _used_first
+from tracer.join.copies import FunctionCopies
+from tracer.join.stackless import Candidate, _SameLines, _used_first
+
+NO_COPIES = _SameLines(FunctionCopies([]))
 
 
 def test_qwen3s_file_is_aligned_by_the_order_of_its_ops(nostack_scores) -> None:
@@ -41,12 +44,12 @@ def test_code_that_fits_alike_goes_by_how_much_of_its_file_the_trace_used() -> N
         _candidate("x.py", -11.0),
     )
     used = {"lfm2.py": 0.529, "qwen3.py": 0.692, "x.py": 0.9}
-    ordered, said = _used_first((lfm2, qwen3, far), used)
+    ordered, said = _used_first((lfm2, qwen3, far), used, NO_COPIES)
     assert ordered == (qwen3, lfm2, far)  # the far one is no tie, however used its file
     assert said and "qwen3.py" in said[0] and "69%" in said[0]
     # used alike (at least 80% of the most used), or apart by more than the margin: as scored
-    assert _used_first((lfm2, qwen3), {"lfm2.py": 0.6, "qwen3.py": 0.692}) == ((lfm2, qwen3), ())
-    assert _used_first((lfm2, far), used) == ((lfm2, far), ())
+    assert _used_first((lfm2, qwen3), {"lfm2.py": 0.6, "qwen3.py": 0.692}, NO_COPIES) == ((lfm2, qwen3), ())
+    assert _used_first((lfm2, far), used, NO_COPIES) == ((lfm2, far), ())
 
 
 def test_a_fit_a_quiet_op_better_is_still_alike() -> None:
@@ -55,8 +58,23 @@ def test_a_fit_a_quiet_op_better_is_still_alike() -> None:
     reward) in a file the trace used 41% of, against Mixtral's 65%: Mixtral's line first (torch 2.13's
     forward: 28 -> 97% rank 1)."""
     higgs, mixtral = _candidate("higgs.py", -8.76), _candidate("mixtral.py", -8.5)
-    ordered, _ = _used_first((higgs, mixtral), {"higgs.py": 0.41, "mixtral.py": 0.65})
+    ordered, _ = _used_first((higgs, mixtral), {"higgs.py": 0.41, "mixtral.py": 0.65}, NO_COPIES)
     assert ordered == (mixtral, higgs)
     assert (
-        _used_first((_candidate("higgs.py", -8.9), mixtral), {"higgs.py": 0.41, "mixtral.py": 0.65})[1] == ()
+        _used_first(
+            (_candidate("higgs.py", -8.9), mixtral), {"higgs.py": 0.41, "mixtral.py": 0.65}, NO_COPIES
+        )[1]
+        == ()
+    )
+
+
+def test_a_copy_of_the_first_is_no_different_code() -> None:
+    """OLMo's modular file holds copies of its model file's code, few functions, all of them used
+    (100% against the model file's 67%): which copy ran is the copies' tie-break's, not this one's."""
+    body = "def forward(self, x):\n    y = x.float()\n    return y.to(torch.bfloat16)\n"
+    same = _SameLines(FunctionCopies([(name, lambda: body) for name in ("modeling.py", "modular.py")]))
+    model, modular = Candidate("modeling.py", 2, -8.3, "forward"), Candidate("modular.py", 2, -8.1, "forward")
+    assert _used_first((model, modular), {"modeling.py": 0.67, "modular.py": 1.0}, same) == (
+        (model, modular),
+        (),
     )

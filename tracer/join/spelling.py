@@ -12,6 +12,12 @@ ones on the length norm. A file scores as its best function. A function reaches 
 its file it calls by name spell, and what the modules it calls through an attribute run: with
 ``self.q_norm = Qwen3RMSNorm(...)`` in its class, ``self.q_norm(x)`` spells that class's forward, and
 with ``self.q_proj = nn.Linear(...)``, ``self.q_proj(x)`` spells ``Linear``.
+
+Names say nothing of order: every decoder file spells ``linear``, ``pow``, ``mean``, ``rsqrt``. So each
+function is also read in the order it runs its calls and operators (`run_order`), with what the
+modules and helpers it calls run spliced in, and indexed by the pairs of names one or two calls apart
+(`best_in_order`): Qwen3's attention runs ``Linear`` right before ``to``, ``pow``, ``mean`` (its
+``q_norm``); a decoder layer that normalises before the attention runs them the other way round.
 """
 
 from __future__ import annotations
@@ -83,8 +89,9 @@ def spellings(op: str) -> tuple[str, ...]:
 
 class FunctionSpellings:
     """Every function of a set of files with what it spells (its own text's, that of the functions
-    of its file it calls by name and of the modules it calls through attributes of its class), and
-    BM25 scores of files by their best function."""
+    of its file it calls by name and of the modules it calls through attributes of its class) and the
+    pairs of names it runs in order (`_pairs`), and scores of files by their best function: BM25 over
+    names (`best_functions`), rare pairs (`best_in_order`)."""
 
     def __init__(self, texts: Iterable[str]) -> None:
         import numpy as np

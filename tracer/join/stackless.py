@@ -7,14 +7,17 @@ sequence: ``x.float()`` runs ``aten::to``, ``a * b`` ``aten::mul``, ``torch.cat`
 module or helper call a block of ops of its own. The ops around the hot one (`OpWindows`: a fixed
 window on its thread) are aligned *locally* with each candidate function (`Alignment(local=True)`:
 the window may start and end anywhere in the function), the hot op forced onto each candidate
-point; the best-fitting points win. Further evidence moves a candidate up or down: the ranges
+point; the best-fitting points win. The functions aligned are those of the files picked by the names
+their functions spell and by the order in which they run the ops around the hot one
+(`FunctionSpellings`; `_files_for`). Further evidence moves a candidate up or down: the ranges
 around the op naming its function (``kt:fn:``, ``attention``), a cast's literal dtype against the
 op's, a layer's bias against the op's recorded shapes (``nn.Linear(..., bias=True)`` runs an
 ``aten::linear`` with a third input; the window's names carry it, `tokens.with_bias`), a one-time
 setup line (``__init__``, module level) for an op that repeats, and the static risk as the last
 tie-break. Copies of one function in many files fit a window alike: the whole
 trace then decides among them (`StacklessRanker.agree`: the files that the most windows fit), and
-copies it cannot tell apart are said to tie (first, the copy the most files import). What a call
+copies it cannot tell apart are said to tie (first, the copy the most files import); different code
+that fits about alike goes by how much of each file the trace used (`_used_first`). What a call
 runs is spliced into its caller: helpers by name, by import or by what ``__init__`` bound, the frames
 of comprehensions and generator expressions, lambdas from a table or given as an argument, the
 function itself again (recursion), to `INLINE_DEPTH` calls down; past that, a helper's call is a
@@ -892,7 +895,7 @@ class StacklessRanker:
         self, candidates: tuple[Candidate, ...], same: _SameLines, used: dict[str, float]
     ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
         # which code ran (different code that fits about alike), then which copy of it
-        candidates, said = _used_first(candidates, used)
+        candidates, said = _used_first(candidates, used, same)
         if not _tied(candidates, same):
             return candidates, said
         candidates, which_copy = break_tie(candidates, same, self._importer_counts(), used)
@@ -1879,28 +1882,33 @@ def break_tie(
 
 
 def _used_first(
-    candidates: tuple[Candidate, ...], used: dict[str, float]
+    candidates: tuple[Candidate, ...], used: dict[str, float], same: _SameLines
 ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
     """Different code of different files that fits about alike (within `ALIKE_MARGIN` of the best):
-    those in a file the trace used much less (`USED_RATIO`) than the most used of them go after. A
-    hybrid model's file (LFM2: convolutions beside attention) holds an MLP and an attention that fit a
-    dense model's windows as well as its own file's do, but the trace leaves its convolutions unused."""
-    near = [c for c in candidates if c.score <= candidates[0].score + ALIKE_MARGIN]
-    if len({c.file for c in near}) < 2:
+    if the first is in a file the trace used much less (`USED_RATIO`) than the most used of them, the
+    candidates in such files go after. A hybrid model's file (LFM2: convolutions beside attention)
+    holds an MLP and an attention that fit a dense model's windows as well as its own file's do, but
+    the trace leaves its convolutions unused. Copies of the first are no different code: which copy
+    ran is `break_tie`'s (a modular file's copy of a model's code, small and all of it used, is not
+    put before the model's file by this)."""
+    first = candidates[0]
+    near = [c for c in candidates if c.score <= first.score + ALIKE_MARGIN]
+    copies = {(file, line) for file, line, _ in same.answering(first.file, first.line)}
+    different = [c for c in near[1:] if (c.file, c.line) not in copies and c.file != first.file]
+    if not different:
         return candidates, ()
-    most = max(used.get(c.file, 0.0) for c in near)
+    most = max(used.get(c.file, 0.0) for c in (first, *different))
 
     def less_used(candidate: Candidate) -> bool:
         return most >= USED_MIN and used.get(candidate.file, 0.0) < USED_RATIO * most
 
-    if not less_used(candidates[0]):
+    if not less_used(first):
         return candidates, ()
     ordered = sorted(near, key=less_used)  # stable: by score within each
-    first = ordered[0]
     said = (
-        f"`{candidates[0].function}` in {candidates[0].file} and `{first.function}` in {first.file} fit "
-        f"about alike; first the file the trace used more ({used.get(first.file, 0.0):.0%} of its "
-        f"functions, against {used.get(candidates[0].file, 0.0):.0%})"
+        f"`{first.function}` in {first.file} and `{ordered[0].function}` in {ordered[0].file} fit "
+        f"about alike; first the file the trace used more ({used.get(ordered[0].file, 0.0):.0%} of its "
+        f"functions, against {used.get(first.file, 0.0):.0%})"
     )
     return (*ordered, *candidates[len(near) :]), (said,)
 
