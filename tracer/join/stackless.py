@@ -1856,11 +1856,7 @@ def break_tie(
     if not tied:
         return candidates, ()
     used = used or {}
-    most = max(used.get(c.file, 0.0) for c in tied)
-
-    def less_used(candidate: Candidate) -> bool:
-        return most >= USED_MIN and used.get(candidate.file, 0.0) < USED_RATIO * most
-
+    less_used = _less_used_than(tied, used)
     ordered = sorted(tied, key=lambda c: (less_used(c), -importers[c.file], c.score, c.file, c.line))
     rest = [c for c in candidates if c not in tied]
     named = list(dict.fromkeys(c.file for c in ordered))
@@ -1881,6 +1877,14 @@ def break_tie(
     return (*ordered, *rest), (said,)
 
 
+def _less_used_than(among: Iterable[Candidate], used: dict[str, float]) -> Callable[[Candidate], bool]:
+    """Whether a candidate's file the trace used less than `USED_RATIO` of the most used file of
+    `among` (`used`: the share of a file's functions its windows fit), where that one's is at least
+    `USED_MIN`."""
+    most = max(used.get(c.file, 0.0) for c in among)
+    return lambda candidate: most >= USED_MIN and used.get(candidate.file, 0.0) < USED_RATIO * most
+
+
 def _used_first(
     candidates: tuple[Candidate, ...], used: dict[str, float], same: _SameLines
 ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
@@ -1897,11 +1901,7 @@ def _used_first(
     different = [c for c in near[1:] if (c.file, c.line) not in copies and c.file != first.file]
     if not different:
         return candidates, ()
-    most = max(used.get(c.file, 0.0) for c in (first, *different))
-
-    def less_used(candidate: Candidate) -> bool:
-        return most >= USED_MIN and used.get(candidate.file, 0.0) < USED_RATIO * most
-
+    less_used = _less_used_than((first, *different), used)
     if not less_used(first):
         return candidates, ()
     ordered = sorted(near, key=less_used)  # stable: by score within each
