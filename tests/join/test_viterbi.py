@@ -1,12 +1,13 @@
-"""The alignment's passes run compiled (numba, `tracer.join.viterbi`); the very same functions run
-uncompiled (``py_func``) must give the same floats, state for state, and so the same answers: the
-compiled loops replaced plain Python ones and no ranking may move. Checked on the zoo's real
-functions (loops, branches, ``try``, comprehensions) with windows of real op names, locally (the
-stackless ranking) and as whole runs (the framed join)."""
+"""The alignment's passes run as plain loops or compiled (numba, `tracer.join.viterbi`), by how much a
+process aligns: both must give the same floats, state for state, and so the same answers, whichever
+a run gets (no ranking may move with what ran before it). Checked on the zoo's real functions
+(loops, branches, ``try``, comprehensions) with windows of real op names, locally (the stackless
+ranking) and as whole runs (the framed join)."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +29,12 @@ WINDOW = (
 
 
 @pytest.fixture
-def uncompiled(monkeypatch):
-    """Runs `viterbi`'s functions as plain Python (each looked up by name at call time)."""
+def passes(monkeypatch):
+    """Makes every alignment run the plain loops (`use(False)`) or the compiled ones (`use(True)`)."""
 
-    def use() -> None:
-        for name in ("passes", "_sweep", "_close"):
-            monkeypatch.setattr(viterbi, name, getattr(viterbi, name).py_func)
+    def use(compiled: bool) -> None:
+        chosen = viterbi.compiled_passes() if compiled else viterbi.passes
+        monkeypatch.setattr(viterbi, "passes_for", lambda work: chosen)
 
     return use
 
@@ -56,7 +57,7 @@ def _answers(program, tokens, costs, **how) -> tuple:
     return (alignment.total, *(alignment.scores(i) for i in range(len(tokens))))
 
 
-def test_compiled_passes_give_the_plain_loops_floats(uncompiled) -> None:
+def test_compiled_passes_give_the_plain_loops_floats(passes) -> None:
     programs = _programs()
     assert len(programs) > 50  # the zoo's functions, loops and branches among them
     assert any(p.flow.loop_u.size for p in programs)  # loops: the closure goes round again
@@ -65,12 +66,24 @@ def test_compiled_passes_give_the_plain_loops_floats(uncompiled) -> None:
         (FRAMED, {"free_start": True}, tokens),
         (FRAMED, {}, tokens[:6]),
     ]
+    passes(True)
     compiled = [[_answers(p, t, costs, **how) for costs, how, t in runs] for p in programs]
-    uncompiled()
+    passes(False)
     plain = [[_answers(p, t, costs, **how) for costs, how, t in runs] for p in programs]
     assert compiled == plain
     fitted = [a for rows in compiled for a in rows if len(a) > 1 and any(s[0] for s in a[1:])]
     assert len(fitted) > 100  # most alignments place some op: the comparison is not of empty answers
+
+
+def test_a_process_aligns_with_the_plain_loops_until_its_runs_outgrow_them(monkeypatch) -> None:
+    monkeypatch.setattr(viterbi, "_plain_work", 0)
+    monkeypatch.setattr(viterbi, "compiled_passes", functools.cache(viterbi.compiled_passes.__wrapped__))
+    assert viterbi.passes_for(viterbi.PLAIN_WORK // 2) is viterbi.passes
+    assert viterbi.passes_for(viterbi.PLAIN_WORK // 2) is viterbi.passes
+    compiled = viterbi.passes_for(1)  # past the budget: numba's copy, and from then on
+    assert compiled is not viterbi.passes
+    assert compiled.py_func.__code__ is viterbi.passes.__code__
+    assert viterbi.passes_for(0) is compiled
 
 
 def test_flow_orders_forward_edges_for_one_sweep() -> None:

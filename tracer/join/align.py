@@ -97,7 +97,7 @@ class Alignment:
         focus: int | None = None,
         compatible: dict[Token, _Consumes] | None = None,
     ) -> None:
-        from tracer.join.viterbi import passes  # numba: imported when the first run is aligned
+        from tracer.join.viterbi import passes_for
 
         self.program = program
         self.tokens = tuple(tokens)
@@ -117,7 +117,8 @@ class Alignment:
         # In a whole run, tokens no point can explain add the same cost to every alignment: left out.
         self._kept = [i for i, t in enumerate(self.tokens) if local or self._edges(t)]
         self._position = {i: k for k, i in enumerate(self._kept)}
-        self.too_big = len(self._kept) * (len(program.eps) + len(program.consume)) > MAX_WORK
+        work = len(self._kept) * (len(program.eps) + len(program.consume))
+        self.too_big = work > MAX_WORK
         if self.too_big:
             return
         start = np.full(n, INF)
@@ -129,7 +130,7 @@ class Alignment:
         consumes = [self._consumes(self.tokens[i]) for i in self._kept]
         first = np.zeros(len(consumes) + 1, dtype=np.int64)
         first[1:] = np.cumsum([len(c.u) for c in consumes])
-        self._forward, self._backward, closed = passes(
+        self._forward, self._backward, closed = passes_for(work)(
             start,
             end,
             flow.forward_u,
