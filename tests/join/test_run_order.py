@@ -50,6 +50,20 @@ def test_a_store_into_a_subscript_runs_after_its_value() -> None:
     assert _order("cache[loc] = k.to(dtype)\nx[i] == y\n") == ["to", STORE]
 
 
+def test_a_store_runs_after_all_of_its_value() -> None:
+    assert _order("out[i] = a * b + c\n") == ["*", "+", STORE]
+
+
+def test_python_at_work_runs_no_op() -> None:
+    # Python's own callables and math's functions work on Python values; a tensor's abs is an op
+    source = """
+    n = len(x) - 1
+    y = x * torch.tanh(x * math.sqrt(d)) + isinstance(x, int)
+    z = abs(y)
+    """
+    assert _order(source) == ["-", "*", "tanh", "*", "+", "abs"]
+
+
 def _groups(*ops: str) -> list[frozenset[str]]:
     return [frozenset(spellings(op)) for op in ops]
 

@@ -52,7 +52,7 @@ BY_ATTRIBUTE = "attribute"  # obj.foo(...), torch.cat(...)
 BY_SELF_ATTRIBUTE = "self_attribute"  # self.proj(...): a submodule or callable attribute
 BY_SELF_METHOD = "self_method"  # self.helper(...): a method of the class
 BY_SUBSCRIPT = "subscript"  # self.layers[i](...)
-BY_TYPE = "type"  # int(x), range(n), super(): a type call, which the profiler does not record
+BY_TYPE = "type"  # int(x), range(n), super(), math.sqrt(d): a call on Python values, no op
 OPAQUE = "opaque"  # partial(...)(x), getattr(x, "to")(d): a callee only known at run time
 
 # Python operators and the aten op each runs on tensors (the profiler's name for it).
@@ -109,6 +109,12 @@ TYPE_NAMES = frozenset(
         "memoryview",
         "bytearray",
     }
+)
+# Python's builtins that read what they are given and run no tensor op (``isinstance(x, str)``,
+# ``hasattr(m, "bias")``, ``len(x)``: a tensor's length is its size, no op).
+NO_OP_BUILTINS = frozenset(
+    {"isinstance", "issubclass", "hasattr", "getattr", "setattr", "delattr", "callable", "id", "hash"}
+    | {"repr", "print", "vars", "locals", "globals", "dir", "len", "format", "chr", "ord"}
 )
 # Calls that convert a tensor to a Python scalar run aten::item (or is_nonzero) directly.
 SCALAR_CONVERSIONS = frozenset({"int", "float", "bool", "complex"})
@@ -961,6 +967,8 @@ def _callee(func: ast.AST, scope: Scope) -> tuple[str, str]:
             return BY_SELF_ATTRIBUTE, func.attr
         if func.attr in ("Size", "finfo", "iinfo", "device", "dtype", "Generator", "partial"):
             return BY_TYPE, func.attr  # (x.float(), x.int() are tensor methods, not the types)
+        if _is_math(func):
+            return BY_TYPE, func.attr  # ``math.sqrt(d)``: on numbers, no op (a builtin's frame at most)
         return BY_ATTRIBUTE, func.attr
     if isinstance(func, ast.Subscript):
         return BY_SUBSCRIPT, _subscript_name(func)
@@ -1062,7 +1070,8 @@ def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> 
         if isinstance(node.value, ast.Name) and f"{node.value.id}.{node.attr}" in scalars:
             return True  # ``self.start_layer``, ``layer.layer_id``: attributes only set to numbers
         return (
-            node.attr in _INT_ATTRIBUTES
+            _is_math(node)  # ``math.pi``
+            or node.attr in _INT_ATTRIBUTES
             or _literal_dtype(node) is not None
             or _NUMBER_NAME.search(node.attr) is not None
         )
@@ -1078,10 +1087,13 @@ def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> 
             return False
         if isinstance(func, ast.Attribute) and func.attr in _NUMBER_METHODS:
             return True
-        return (
-            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "math"
-        )
+        return _is_math(func)
     return False
+
+
+def _is_math(node: ast.AST) -> bool:
+    """``math.pi``, ``math.sqrt``: what Python's math module holds works on numbers, in Python."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "math"
 
 
 def _scalar_names(

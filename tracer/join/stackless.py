@@ -47,6 +47,7 @@ from tracer.join.bindings import (
     LAMBDA,
     PARTIAL,
     REGISTRY,
+    TORCH_MODULE_OPS,
     TORCH_OP,
     Binding,
     ModuleBindings,
@@ -70,6 +71,7 @@ from tracer.join.program import (
     FRAME,
     GETITEM,
     ITER,
+    NO_OP_BUILTINS,
     OPERATOR,
     PROPERTY,
     SETITEM,
@@ -180,13 +182,6 @@ COVER_ROUNDS = 12
 COVER_TIED = 4  # ... files picked in one round, of those that fit as many windows (copies)
 COVER_MIN_WINDOWS = 2  # ... each fitting at least these windows the ones before it do not
 
-
-# Python's builtins that read what they are given and run no tensor op (``isinstance(x, str)``,
-# ``hasattr(m, "bias")``, ``len(x)``: a tensor's length is its size, no op).
-NO_OP_BUILTINS = frozenset(
-    {"isinstance", "issubclass", "hasattr", "getattr", "setattr", "delattr", "callable", "id", "hash"}
-    | {"repr", "print", "vars", "locals", "globals", "dir", "len", "format", "chr", "ord"}
-)
 
 # Tensor methods whose Python binding returns the tensor itself, dispatching nothing, when there is
 # nothing to do: ``x.contiguous()`` of a contiguous tensor records no ``aten::contiguous``
@@ -485,6 +480,9 @@ SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
 # ``store.put(...)`` named like a tensor method (``Tensor.put``): only what the receiver's type says
 TYPED = "typed"
 MAX_INLINED_POINTS = 600
+NEAR_TIE = 0.1  # scores this close are a tie the ranking says (`_said_alike`): two calls of no op
+# the ops of the torch.nn layers a call of an attribute built as one runs (``self.ln = nn.LayerNorm(...)``)
+_LAYER_OPS = frozenset(TORCH_MODULE_OPS.values())
 # what a custom op's ``forward`` runs (`_dispatched`): the torch reference first, then the platforms'
 DISPATCHED_FORWARDS = ("forward_native", "forward_cuda", "forward_cpu")
 MAX_ACTIVATION_HOMES = 8  # files defining activation tables or getters looked into (more: none)
@@ -897,7 +895,7 @@ class StacklessRanker:
         # which code ran (different code that fits about alike), then which copy of it
         candidates, said = _used_first(candidates, used, same)
         if not _tied(candidates, same):
-            return candidates, said
+            return candidates, said or _said_alike(candidates, same)
         candidates, which_copy = break_tie(candidates, same, self._importer_counts(), used)
         return candidates, (*said, *which_copy)
 
@@ -1025,6 +1023,8 @@ class StacklessRanker:
                         files.append(function.file.name)
                         functions.append(qualified)
                         consume.append((u, v, len(points) - 1))
+                        if callee.target in _LAYER_OPS:  # a torch.nn layer runs that op, not another:
+                            inlined.add(p)  # its point answers, not the call's (which fits any op)
                         if callee.target == ACTIVATION:
                             # which activation's forward runs it depends on the config: the ops
                             # around fit the caller, the op's own line is the activation's
@@ -1883,6 +1883,24 @@ def _less_used_than(among: Iterable[Candidate], used: dict[str, float]) -> Calla
     `USED_MIN`."""
     most = max(used.get(c.file, 0.0) for c in among)
     return lambda candidate: most >= USED_MIN and used.get(candidate.file, 0.0) < USED_RATIO * most
+
+
+def _said_alike(candidates: Sequence[Candidate], same: _SameLines) -> tuple[str, ...]:
+    """Different code (no copy of the first) that fits within `NEAR_TIE` of the first: the ranking says
+    it is a tie, not a pick (GPT-2's windows fit the three tanh GELUs of transformers' activations
+    alike, but for a ``math.sqrt`` call that runs no op; which one the config chose, the trace cannot
+    tell)."""
+    first = candidates[0]
+    copies = {(file, line) for file, line, _ in same.of(first.file, first.line)}
+    alike = [
+        c for c in candidates[1:] if c.score - first.score <= NEAR_TIE and (c.file, c.line) not in copies
+    ]
+    if not alike:
+        return ()
+    named = ", ".join(f"`{c.function}` ({c.file}:{c.line})" for c in (first, *alike[:2]))
+    more = f" and {len(alike) - 2} more" if len(alike) > 2 else ""
+    said = f"a tie: {named}{more} fit the ops around it alike (within {NEAR_TIE}); which of them ran, the"
+    return (said + " trace cannot tell",)
 
 
 def _used_first(
