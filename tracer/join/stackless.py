@@ -1899,8 +1899,12 @@ def _said_alike(candidates: Sequence[Candidate], same: _SameLines) -> tuple[str,
         return ()
     named = ", ".join(f"`{c.function}` ({c.file}:{c.line})" for c in (first, *alike[:2]))
     more = f" and {len(alike) - 2} more" if len(alike) > 2 else ""
-    said = f"a tie: {named}{more} fit the ops around it alike (within {NEAR_TIE}); which of them ran, the"
-    return (said + " trace cannot tell",)
+    return (
+        (
+            f"a tie: {named}{more} fit the ops around it alike (within {NEAR_TIE}); "
+            "which of them ran, the trace cannot tell"
+        ),
+    )
 
 
 def _used_first(
