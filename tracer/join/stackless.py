@@ -17,7 +17,9 @@ setup line (``__init__``, module level) for an op that repeats, and the static r
 tie-break. Copies of one function in many files fit a window alike: the whole
 trace then decides among them (`StacklessRanker.agree`: the files that the most windows fit), and
 copies it cannot tell apart are said to tie (first, the copy the most files import); different code
-that fits about alike goes by how much of each file the trace used (`_used_first`). What a call
+that fits about alike goes by how much of each file the trace used (`_used_first`), and activations
+that fit alike by the default of the config beside the model file the answers name most
+(`_default_first`, `config_defaults`: GPT-2's ``gelu_new`` among three tanh GELUs). What a call
 runs is spliced into its caller: helpers by name, by import or by what ``__init__`` bound, the frames
 of comprehensions and generator expressions, lambdas from a table or given as an argument, the
 function itself again (recursion), to `INLINE_DEPTH` calls down; past that, a helper's call is a
@@ -57,6 +59,7 @@ from tracer.join.bindings import (
     module_bindings,
     table_values,
 )
+from tracer.join.config_defaults import default_activation_keys, is_config_file
 from tracer.join.copies import HEADER, FunctionCopies
 from tracer.join.importers import importer_counts
 from tracer.join.program import (
@@ -528,6 +531,7 @@ class StacklessRanker:
         self._records: frozenset[str] | None = None  # class names that are dataclasses (`_is_record`)
         self._activation_homes: list[_SourceFile] | None = None  # files defining ACT2FN, get_act_fn
         self._activations: dict[str, list[tuple[str, int, str, str]]] = {}  # op -> its activations' lines
+        self._default_activation_keys: dict[str, frozenset[str]] = {}  # file -> `_default_keys`
         self._registries: dict[tuple[str, str], list[_Function]] = {}  # (file, table) -> its functions
 
     def rank(
@@ -752,12 +756,9 @@ class StacklessRanker:
         getter (`bindings.defines_activations`)."""
         found = self._activations.get(hot_op)
         if found is None:
-            if self._activation_homes is None:
-                homes = [f for f in self._all_files() if defines_activations(f.text)]
-                self._activation_homes = homes if len(homes) <= MAX_ACTIVATION_HOMES else []
             found = []
             key = hot_op.rsplit("::", 1)[-1]
-            for home in self._activation_homes:
+            for home in self._homes():
                 self._parse_file(home)
                 named = set(activations_named(home.text, key))
                 for function in home.functions:
@@ -783,6 +784,52 @@ class StacklessRanker:
                         and hot_op in CALL_OPS.get(point.name, (f"aten::{point.name}",))
                     )
             found = self._activations[hot_op] = list(dict.fromkeys(found))
+        return found
+
+    def _homes(self) -> list[_SourceFile]:
+        """The files that define an activation table or getter (none past `MAX_ACTIVATION_HOMES`)."""
+        if self._activation_homes is None:
+            homes = [f for f in self._all_files() if defines_activations(f.text)]
+            self._activation_homes = homes if len(homes) <= MAX_ACTIVATION_HOMES else []
+        return self._activation_homes
+
+    def _default_activation(self, firsts: Iterable[Candidate]) -> _DefaultActivation | None:
+        """The activations the code the trace ran picks when its config keeps its defaults
+        (`config_defaults`): those of the file the rankings' first answers name most of the files
+        that pick an activation by a config value, where no file picking others is named at least
+        half as often; None when none is, or no activation table names the picked key."""
+        homes = self._homes()
+        if not homes:
+            return None
+        named = Counter(c.file for c in firsts)
+        picking = [(count, file, keys) for file, count in named.items() if (keys := self._default_keys(file))]
+        if not picking:
+            return None
+        count, file, keys = max(picking, key=lambda item: (item[0], item[1]))
+        if any(other != keys and 2 * n >= count for n, _, other in picking):
+            return None  # files picking different activations are answered about as often
+        classes = frozenset(
+            name for home in homes for key in keys for name in activations_named(home.text, key)
+        )
+        if not classes:
+            return None
+        return _DefaultActivation(file, tuple(sorted(keys)), classes, frozenset(h.name for h in homes))
+
+    def _default_keys(self, name: str) -> frozenset[str]:
+        """The activation table keys file `name` picks when its config keeps its defaults (its
+        config modules: those beside it, `config_defaults.is_config_file`)."""
+        found = self._default_activation_keys.get(name)
+        if found is None:
+            source_file = self._files_by_name().get(name)
+            found = frozenset()
+            if source_file is not None and ("ACT2" in source_file.text or "get_act" in source_file.text):
+                configs = (
+                    f.text
+                    for f in self._all_files()
+                    if f.path.parent == source_file.path.parent and is_config_file(f.path)
+                )
+                found = default_activation_keys(source_file.text, configs)
+            self._default_activation_keys[name] = found
         return found
 
     # -- copies: which file ran, from the whole trace ---------------------------------------------------
@@ -814,13 +861,18 @@ class StacklessRanker:
         shares = _shares(_windows_fitting(fits))
         counts = Counter(file for _, files in fits for file in files)
         used = self._used_shares(second.values(), same)
+        answered = {}
+        for key, ranking in second.items():
+            answers = self._with_copies(ranking.candidates, same, shares, counts, len(second))
+            answered[key] = self._break_tie(answers, same, used)  # of all the copies that tie
+        chosen = self._default_activation(answers[0] for answers, _ in answered.values())
         changed = {}
         for key, ranking in again.items():
             new = ranking
             if ranking.candidates:
-                answers = self._with_copies(ranking.candidates, same, shares, counts, len(second))
-                answers, said = self._break_tie(answers, same, used)  # of all the copies that tie
-                answers = answers[:MAX_CANDIDATES]
+                answers, said = answered[key]
+                answers, picked = _default_first(answers, chosen)
+                answers, said = answers[:MAX_CANDIDATES], (*said, *picked)
                 new = replace(
                     ranking,
                     candidates=answers,
@@ -1889,7 +1941,7 @@ def _said_alike(candidates: Sequence[Candidate], same: _SameLines) -> tuple[str,
     """Different code (no copy of the first) that fits within `NEAR_TIE` of the first: the ranking says
     it is a tie, not a pick (GPT-2's windows fit the three tanh GELUs of transformers' activations
     alike, but for a ``math.sqrt`` call that runs no op; which one the config chose, the trace cannot
-    tell)."""
+    tell: `_default_first` puts first the one its default names)."""
     first = candidates[0]
     copies = {(file, line) for file, line, _ in same.of(first.file, first.line)}
     alike = [
@@ -1933,6 +1985,44 @@ def _used_first(
         f"functions, against {used.get(first.file, 0.0):.0%})"
     )
     return (*ordered, *candidates[len(near) :]), (said,)
+
+
+@dataclass(frozen=True)
+class _DefaultActivation:
+    """The activations a model file picks by config values, when its config keeps the defaults."""
+
+    file: str  # the model file (``transformers/models/gpt2/modeling_gpt2.py``)
+    keys: tuple[str, ...]  # the activation table's keys its config's defaults name (``gelu_new``)
+    classes: frozenset[str]  # the classes the tables map those keys to (``NewGELUActivation``)
+    homes: frozenset[str]  # the files defining the tables
+
+
+def _default_first(
+    candidates: tuple[Candidate, ...], chosen: _DefaultActivation | None
+) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+    """Activations of the tables that fit alike (within `NEAR_TIE` of the first, itself one): first
+    those the model file the trace ran picks when its config keeps the defaults
+    (`StacklessRanker._default_activation`). GPT-2's three tanh GELUs fit its windows alike;
+    ``GPT2Config`` defaults ``activation_function`` to ``gelu_new``, ``NewGELUActivation``."""
+    if chosen is None or candidates[0].file not in chosen.homes:
+        return candidates, ()
+
+    def picked(candidate: Candidate) -> bool:
+        owner = (candidate.function or "").split(".", 1)[0]
+        return candidate.file in chosen.homes and owner in chosen.classes
+
+    first = candidates[0]
+    if picked(first):
+        return candidates, ()
+    near = [c for c in candidates if c.score <= first.score + NEAR_TIE and picked(c)]
+    if not near:
+        return candidates, ()
+    keys = ", ".join(f'"{key}"' for key in chosen.keys)
+    said = (
+        f"first `{near[0].function}`: {chosen.file}, the model file the answers name most, picks its "
+        f"activation by a config value whose default ({keys}) names it; a checkpoint's config may name another"
+    )
+    return (*near, *(c for c in candidates if c not in near)), (said,)
 
 
 def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
