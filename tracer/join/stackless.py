@@ -532,6 +532,7 @@ class StacklessRanker:
         self._activation_homes: list[_SourceFile] | None = None  # files defining ACT2FN, get_act_fn
         self._activations: dict[str, list[tuple[str, int, str, str]]] = {}  # op -> its activations' lines
         self._default_activation_keys: dict[str, frozenset[str]] = {}  # file -> `_default_keys`
+        self._config_texts: dict[Path, list[str]] | None = None  # folder -> its config modules' texts
         self._registries: dict[tuple[str, str], list[_Function]] = {}  # (file, table) -> its functions
 
     def rank(
@@ -823,14 +824,18 @@ class StacklessRanker:
             source_file = self._files_by_name().get(name)
             found = frozenset()
             if source_file is not None and ("ACT2" in source_file.text or "get_act" in source_file.text):
-                configs = (
-                    f.text
-                    for f in self._all_files()
-                    if f.path.parent == source_file.path.parent and is_config_file(f.path)
-                )
-                found = default_activation_keys(source_file.text, configs)
+                found = default_activation_keys(source_file.text, self._configs_beside(source_file.path))
             self._default_activation_keys[name] = found
         return found
+
+    def _configs_beside(self, path: Path) -> list[str]:
+        """The texts of the config modules in the folder of `path` (`config_defaults.is_config_file`)."""
+        if self._config_texts is None:
+            self._config_texts = {}
+            for source_file in self._all_files():
+                if is_config_file(source_file.path):
+                    self._config_texts.setdefault(source_file.path.parent, []).append(source_file.text)
+        return self._config_texts.get(path.parent, [])
 
     # -- copies: which file ran, from the whole trace ---------------------------------------------------
     def agree(self) -> dict[int, tuple[Ranking, Ranking]]:
