@@ -823,7 +823,7 @@ class StacklessRanker:
         if found is None:
             source_file = self._files_by_name().get(name)
             found = frozenset()
-            if source_file is not None and ("ACT2" in source_file.text or "get_act" in source_file.text):
+            if source_file is not None:
                 found = default_activation_keys(source_file.text, self._configs_beside(source_file.path))
             self._default_activation_keys[name] = found
         return found
