@@ -155,3 +155,22 @@ def test_source_roots_find_the_recorded_version(repo_root: Path) -> None:
     if transformers.__version__ != "5.17.0":
         assert resolve_roots(["package:transformers==5.17.0"]) == [unpacked]
     assert resolve_roots(["repo:"]) == [repo_root]
+
+
+HOLDOUT = Path(__file__).resolve().parents[1] / "fixtures" / "holdout"
+
+
+@pytest.mark.parametrize(
+    "name", ["transformers/torch2.13/gemma3_forward", "transformers/torch2.13/nemotron_generate"]
+)
+def test_holdout_models_get_their_true_lines_with_stacks(name: str) -> None:
+    """Models the join was never tuned on (`tests/fixtures/holdout/README.md`): with stacks, their op
+    time still lands on its true lines, and no answer at confidence >= 0.9 is wrong."""
+    trace = next((t for t in find_corpus(HOLDOUT) if t.name == name), None)
+    if trace is None:
+        pytest.skip(f"{name} is not in the hold-out set")
+    score = score_trace(trace, ("stack",)).scores["stack"]
+    assert score.truth_share >= 0.99
+    assert score.right_ns >= 0.98 * score.truth_ns
+    sure = score.buckets[">=0.9"]
+    assert sure.answered_ns >= 0.8 * score.truth_ns and sure.wrong_ns == 0
