@@ -28,6 +28,7 @@ if str(REPO) not in sys.path:
 from rich.console import Console
 from rich.table import Table
 
+from bench.corpus.holdout import split_of
 from bench.corpus.scoring import BUCKETS, CORPUS, MODES, Score, TraceResult, find_corpus, score_trace
 
 
@@ -290,6 +291,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     for mode in modes:
         console.print(accuracy_table(titles[mode], by_family, mode, ("family", "torch")))
+    by_split = aggregate(
+        [r for r in results if split_of(r.trace.group)],
+        lambda r: (f"{r.trace.family} hold-out {split_of(r.trace.group)}", torch_tag(r)),
+    )
+    if by_split:  # models never tuned on: each half apart (bench/corpus/holdout.py)
+        for mode in modes:
+            console.print(
+                accuracy_table(f"{titles[mode]}, hold-out halves", by_split, mode, ("set", "torch"))
+            )
     if args.by_group:
         by_group = aggregate(results, lambda r: (r.trace.family, r.trace.group, torch_tag(r)))
         for mode in modes:
@@ -311,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
         document = {
             "families": {
                 f"{k[0]}/{k[1]}": {m: s.to_dict() for m, s in v.items()} for k, v in by_family.items()
+            },
+            "holdout": {
+                f"{k[0]}/{k[1]}": {m: s.to_dict() for m, s in v.items()} for k, v in by_split.items()
             },
             "traces": {
                 r.trace.name: {

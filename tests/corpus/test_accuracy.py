@@ -174,3 +174,25 @@ def test_holdout_models_get_their_true_lines_with_stacks(name: str) -> None:
     assert score.right_ns >= 0.98 * score.truth_ns
     sure = score.buckets[">=0.9"]
     assert sure.answered_ns >= 0.8 * score.truth_ns and sure.wrong_ns == 0
+
+
+def test_bench_reports_the_holdout_halves_apart(tmp_path: Path, capsys) -> None:
+    """`bench/accuracy.py --corpus tests/fixtures/holdout` prints and writes a row per half: the dev
+    models (read when a failure is looked into) and the check models (only measured)."""
+    import runpy
+
+    from bench.corpus.capture_transformers import HOLDOUT_MODELS
+    from bench.corpus.holdout import CHECK, DEV
+
+    assert set(HOLDOUT_MODELS) == set(DEV) | set(CHECK) and not set(DEV) & set(CHECK)
+    out = tmp_path / "holdout.json"
+    module = runpy.run_path(str(Path(__file__).resolve().parents[2] / "bench" / "accuracy.py"))
+    argv = ["--corpus", str(HOLDOUT), "--groups", "phi,gemma", "--modes", "stack", "--json", str(out)]
+    assert module["main"](argv) == 0
+    assert "hold-out halves" in capsys.readouterr().out
+    halves = json.loads(out.read_text())["holdout"]
+    assert set(halves) == {"transformers hold-out dev/torch2.13", "transformers hold-out check/torch2.13"}
+    phi = json.loads(out.read_text())["traces"]["transformers/torch2.13/phi_forward"]["stack"]
+    assert (
+        halves["transformers hold-out dev/torch2.13"]["stack"]["truth_ns"] > phi["truth_ns"]
+    )  # and generate
