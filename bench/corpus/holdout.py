@@ -4,7 +4,6 @@ measured, so that their figure stays an estimate for code nobody here has read."
 
 from __future__ import annotations
 
-HOLDOUT = "tests/fixtures/holdout"  # relative to the repository
 DEV = (
     "falcon",
     "gptj",

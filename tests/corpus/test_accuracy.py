@@ -181,10 +181,11 @@ def test_bench_reports_the_holdout_halves_apart(tmp_path: Path, capsys) -> None:
     models (read when a failure is looked into) and the check models (only measured)."""
     import runpy
 
-    from bench.corpus.capture_transformers import HOLDOUT_MODELS
+    from bench.corpus.capture_transformers import HOLDOUT_MODELS, MODELS
     from bench.corpus.holdout import CHECK, DEV
 
     assert set(HOLDOUT_MODELS) == set(DEV) | set(CHECK) and not set(DEV) & set(CHECK)
+    assert not set(HOLDOUT_MODELS) & set(MODELS)  # the corpus's models are no hold-out's
     out = tmp_path / "holdout.json"
     module = runpy.run_path(str(Path(__file__).resolve().parents[2] / "bench" / "accuracy.py"))
     argv = ["--corpus", str(HOLDOUT), "--groups", "phi,gemma", "--modes", "stack", "--json", str(out)]
