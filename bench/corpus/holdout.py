@@ -21,5 +21,5 @@ CHECK = ("gpt_bigcode", "starcoder2", "granite", "gemma", "olmo2", "glm", "nemot
 
 
 def split_of(model: str) -> str | None:
-    """ "dev" or "check" for a hold-out model, None for any other."""
+    """Which half of the hold-out set `model` is in ("dev" or "check"); None for any other model."""
     return "dev" if model in DEV else "check" if model in CHECK else None
