@@ -22,39 +22,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.join.model_files import CAUSAL_LM, HEADER_AND_NORM, OUTPUTS
+from tests.join.package_source import line_in
 from tracer.api import explain_trace
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines
 from tracer.join.stackless import StacklessRanker
 
-OUTPUTS = """
-from dataclasses import dataclass
-
-import torch
-
-
-@dataclass
-class ModelOutput:
-    hidden: torch.Tensor | None = None
-"""
 # Code every model of the package shares (copies: the names differ by the model's prefix) but the
 # attention, whose body is `ATTENTION` (Llama's and every variant's) or `OWN_ATTENTION` (the model's)
-COMMON = """
-import torch
-from torch import nn
-
-from .outputs import ModelOutput
-
-
-class {P}Norm(nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden))
-
-    def forward(self, x):
-        variance = x.pow(2).mean(-1, keepdim=True)
-        return self.weight * (x * torch.rsqrt(variance + 1e-6))
-
+COMMON = (
+    HEADER_AND_NORM
+    + """
 
 class {P}MLP(nn.Module):
     def __init__(self, hidden):
@@ -104,19 +83,9 @@ class {P}Model(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin)
         return ModelOutput(hidden=self.norm(x))
-
-
-class {P}ForCausalLM(nn.Module):
-    def __init__(self, hidden=16, layers=4, vocab=64):
-        super().__init__()
-        self.model = {P}Model(hidden, layers)
-        self.lm_head = nn.Linear(hidden, vocab, bias=False)
-
-    def forward(self, x):
-        outputs = self.model(x)
-        hidden = outputs.hidden
-        return self.lm_head(hidden)
 """
+    + CAUSAL_LM
+)
 # Llama's attention, and each variant's (its own local names: no copy of another, the same ops)
 ATTENTION = """
         shape = (*x.shape[:-1], self.heads, -1)
@@ -160,17 +129,15 @@ def package(write_package) -> Path:
     return write_package("ktvariantpkg", modules)
 
 
-def _line(package: Path, name: str, needle: str) -> int:
-    lines = (package / name).read_text().splitlines()
-    return next(i for i, text in enumerate(lines, 1) if needle in text)
-
-
 @pytest.fixture(scope="module")
 def analysis(package: Path, tmp_path_factory, profile_without_stacks, import_from_package):
     import torch
 
     torch.manual_seed(0)
-    model, x = import_from_package(package, "ktvariantpkg.zmodel").ZForCausalLM(), torch.randn(1, 6, 16)
+    model, x = (
+        import_from_package(package, "ktvariantpkg.zmodel").ZForCausalLM(layers=4),
+        torch.randn(1, 6, 16),
+    )
     out = tmp_path_factory.mktemp("own_variant_trace") / "zmodel.json"
     return explain_trace(profile_without_stacks(lambda: model(x), out), source=[package])
 
@@ -184,7 +151,7 @@ def test_the_models_own_attention_answers_its_projections(analysis, package: Pat
     or a variant's (which tie with it on every window but the layers that leave positions out)."""
     answered = _first_lines(analysis, "aten::linear")
     for needle in ("q = self.q_proj(x)", "k = self.k_proj(x)", "v = self.v_proj(x)", "return self.o_proj("):
-        assert ("ktvariantpkg/zmodel.py", _line(package, "zmodel.py", needle)) in answered, sorted(answered)
+        assert ("ktvariantpkg/zmodel.py", line_in(package, "zmodel.py", needle)) in answered, sorted(answered)
     others = sorted(a for a in answered if a[0] != "ktvariantpkg/zmodel.py")
     assert not others, others
 
@@ -194,7 +161,7 @@ def test_copies_answer_in_the_file_the_trace_fits(analysis, package: Path) -> No
     answer in the model's own file, which the whole trace fits best (though Llama's is imported by more
     files); a ranking, its copies after it."""
     rsqrt = _first_lines(analysis, "aten::rsqrt")
-    assert rsqrt == {("ktvariantpkg/zmodel.py", _line(package, "zmodel.py", "torch.rsqrt(variance"))}
+    assert rsqrt == {("ktvariantpkg/zmodel.py", line_in(package, "zmodel.py", "torch.rsqrt(variance"))}
     for finding in analysis.findings:
         if finding.origin.ops[:1] == ("aten::rsqrt",):
             assert finding.origin.answer == "ranked" and finding.origin.confidence < 0.5
