@@ -10,6 +10,13 @@ def line_of(text: str, needle: str) -> int:
     return next(i for i, line in enumerate(text.strip("\n").splitlines(), 2) if needle in line)
 
 
+def line_in(package, name: str, needle: str) -> int:
+    """The line number of the first line of module file `name` under `package` (a folder) that
+    contains `needle`."""
+    lines = (package / name).read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if needle in text)
+
+
 def origins_of(analysis, op: str) -> list:
     """The origins of the analysis's findings whose op chain starts with `op`."""
     return [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == op]

@@ -11,36 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.join.model_files import CAUSAL_LM, HEADER_AND_NORM, OUTPUTS
+from tests.join.package_source import line_in
 from tracer.api import explain_trace
 from tracer.join.stackless import COVER_TIED, _covering
 
-OUTPUTS = """
-from dataclasses import dataclass
-
-import torch
-
-
-@dataclass
-class ModelOutput:
-    hidden: torch.Tensor | None = None
-"""
 # Code every model of the package shares, as transformers' copies do (the names differ)
-COMMON = """
-import torch
-from torch import nn
-
-from .outputs import ModelOutput
-
-
-class {P}Norm(nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden))
-
-    def forward(self, x):
-        variance = x.pow(2).mean(-1, keepdim=True)
-        return self.weight * (x * torch.rsqrt(variance + 1e-6))
-
+COMMON = (
+    HEADER_AND_NORM
+    + """
 
 class {P}Attention(nn.Module):
     def __init__(self, hidden):
@@ -83,19 +62,9 @@ class {P}Model(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return ModelOutput(hidden=self.norm(x))
-
-
-class {P}ForCausalLM(nn.Module):
-    def __init__(self, hidden=16, layers=2, vocab=64):
-        super().__init__()
-        self.model = {P}Model(hidden, layers)
-        self.lm_head = nn.Linear(hidden, vocab, bias=False)
-
-    def forward(self, x):
-        outputs = self.model(x)
-        hidden = outputs.hidden
-        return self.lm_head(hidden)
 """
+    + CAUSAL_LM
+)
 DENSE_MLP = """
 
 class {P}MLP(nn.Module):
@@ -140,11 +109,6 @@ def package(write_package) -> Path:
     # the MoE model's attention differs by one argument (Mixtral's ``sliding_window``): not a copy
     moe = COMMON.format(P="Moe", mlp="Experts", attention_argument=", scale=0.25") + MOE_BLOCK.format(P="Moe")
     return write_package("ktmoepkg", {**modules, "moe": moe})
-
-
-def _line(package: Path, name: str, needle: str) -> int:
-    lines = (package / name).read_text().splitlines()
-    return next(i for i, text in enumerate(lines, 1) if needle in text)
 
 
 @pytest.fixture(scope="module")
@@ -204,9 +168,9 @@ def test_a_model_whose_own_code_fits_two_windows_is_found(nostack_scores) -> Non
 
 
 def test_the_moe_files_attention_answers_not_a_dense_copys(analysis, package: Path) -> None:
-    q_proj = _line(package, "moe.py", "q = self.q_proj(x)")
-    k_proj = _line(package, "moe.py", "k = self.k_proj(x)")
-    v_proj = _line(package, "moe.py", "v = self.v_proj(x)")
+    q_proj = line_in(package, "moe.py", "q = self.q_proj(x)")
+    k_proj = line_in(package, "moe.py", "k = self.k_proj(x)")
+    v_proj = line_in(package, "moe.py", "v = self.v_proj(x)")
     answered = {(o.file, o.line) for o in _linear_origins(analysis)}
     for line in (q_proj, k_proj, v_proj):
         assert ("ktmoepkg/moe.py", line) in answered, sorted(answered)
@@ -215,8 +179,8 @@ def test_the_moe_files_attention_answers_not_a_dense_copys(analysis, package: Pa
 
 
 def test_the_lm_head_answers_past_a_returned_dataclass(analysis, package: Path) -> None:
-    lm_head = _line(package, "moe.py", "return self.lm_head(hidden)")
-    returned = _line(package, "moe.py", "return ModelOutput(")
+    lm_head = line_in(package, "moe.py", "return self.lm_head(hidden)")
+    returned = line_in(package, "moe.py", "return ModelOutput(")
     answered = {(o.file, o.line) for o in _linear_origins(analysis)}
     assert ("ktmoepkg/moe.py", lm_head) in answered, sorted(answered)
     assert ("ktmoepkg/moe.py", returned) not in answered

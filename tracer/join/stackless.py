@@ -16,7 +16,11 @@ op's, a layer's bias against the op's recorded shapes (``nn.Linear(..., bias=Tru
 setup line (``__init__``, module level) for an op that repeats, and the static risk as the last
 tie-break. Copies of one function in many files fit a window alike: the whole
 trace then decides among them (`StacklessRanker.agree`: the files that the most windows fit), and
-copies it cannot tell apart are said to tie (first, the copy the most files import); different code
+copies it cannot tell apart are said to tie (first, the copy the most files import). A model's own variants of code that dozens of files hold (its
+attention) tie with them in the per-window picks: the files that fit much of the trace are aligned
+with each window they do not fit yet (`_challengers`), and a caller is a copy of another only if the
+helpers it reaches are too (`_deep_digest`: a decoder layer copied from Llama's reaches its own
+file's attention); different code
 that fits about alike goes by how much of each file the trace used (`_used_first`), and activations
 that fit alike by the default of the config beside the model file the answers name most
 (`_default_first`, `config_defaults`: GPT-2's ``gelu_new`` among three tanh GELUs). What a call
@@ -177,6 +181,13 @@ USED_RATIO = 0.8  # ... a copy in a file it used less than this of that one's go
 ALIKE_MARGIN = -QUIET_REWARD
 TIE_FILES_NAMED = 10  # the files of a tie that its evidence names (then how many more)
 SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window again
+# A file whose share of the windows is at least this of the best's is aligned with each window it does
+# not fit yet (`StacklessRanker._challengers`), the `CHALLENGERS` of most share: a model's own file
+# fits less than the files of the code it copies until its own variants (its attention) are aligned,
+# which the per-window picks, tied among dozens of variants of Llama's, leave out (EXAONE-4's file,
+# 0.83 of the best's share; SmolLM3's, 0.85)
+CHALLENGE_SHARE = 0.5
+CHALLENGERS = 60
 SUPPORTED_FUNCTIONS = 3  # ... their functions aligned with each window, past `MAX_FUNCTIONS`
 AGREE_ROUNDS = 2  # rankings again with the files the ranking before fit
 # ... after the files that together fit the windows (`_covering`): rounds of picks (a generate()
@@ -520,12 +531,14 @@ class StacklessRanker:
         self._definitions: dict[tuple[str, str], list[int]] | None = None  # ("class"/"def", name) -> files
         self._copies: FunctionCopies | None = None
         self._by_file_name: dict[str, _SourceFile] | None = None
+        self._deep_digests: dict[tuple[int, int], tuple | None] = {}  # `_deep_digest`, by id and depth
         self._digests: dict[str, dict[int, tuple[bytes, str]]] = {}  # file -> def line -> `_copy_key`
         self._support: dict[str, float] = {}  # file -> share of the windows it fits (`agree`)
         self._implemented: dict[tuple[str, str, str], list[_Function]] = {}  # (file, class, method)
         self._fits: dict[tuple, dict[int, float]] = {}  # (program, window, hot) -> point -> cost
         self._compatible: dict[int, dict] = {}  # program -> token -> its edges (`Alignment`)
         self._supported: list[_SourceFile] = []  # the files by that share, most first
+        self._challenging: dict[tuple, list[_SourceFile]] = {}  # per window key: `_challengers`
         self._assigned: dict[str, list[str]] | None = None  # attribute -> ``self.<it> = ...`` values
         self._anywhere: dict[str, tuple[Binding, ...]] = {}  # attribute -> what they agree it runs
         self._records: frozenset[str] | None = None  # class names that are dataclasses (`_is_record`)
@@ -550,7 +563,8 @@ class StacklessRanker:
 
     def _rank(self, window, hot, ranges, target_dtype) -> Ranking:
         hot_op = token_of(window[hot], Cat.CPU_OP).name
-        files = self._files_for(window, hot)
+        challengers = self._challenging.get((window, hot, ranges, target_dtype), [])
+        files = self._files_for(window, hot, challengers)
         if not files:
             return Ranking((), 0.0, ("no source file under the source roots spells the ops around it",))
         tokens = tuple(token_of(name, Cat.CPU_OP) for name in window)
@@ -572,7 +586,7 @@ class StacklessRanker:
         # is aligned (`agree` later answers in each copy), so that the places go to different code
         picked = self._distinct(by_calls) + self._distinct(by_own)
         # the files the whole trace fits (`agree`) are aligned past the caps: their best few functions
-        supported = {id(f) for f in self._supported}
+        supported = {id(f) for f in (*self._supported, *challengers)}
         per_file: Counter = Counter()
         for item in by_calls:
             source_file = item[-1].file
@@ -655,14 +669,47 @@ class StacklessRanker:
         seen: dict[tuple, str] = {}  # copy -> the file of the one aligned
         for item in ranked:
             function = item[-1]
-            key = (self._digest(function), self._bag(function))
-            if key[0] is not None and seen.get(key, function.file.name) != function.file.name:
+            key = self._alike(function)
+            if key is not None and seen.get(key, function.file.name) != function.file.name:
                 continue  # (the same text in another class of its file answers apart: `answering`)
             if len(out) >= MAX_FUNCTIONS and (item[0] != out[-1][0] or len(out) >= MAX_TIED_FUNCTIONS):
                 break  # past the cap, only functions that name as many of the window's ops
-            seen.setdefault(key, function.file.name)
+            if key is not None:
+                seen.setdefault(key, function.file.name)
             out.append(item)
         return out
+
+    def _deep_digest(self, function: _Function, depth: int = INLINE_DEPTH, stack: tuple = ()) -> tuple | None:
+        """The digest of the function's text and of the helpers it calls (to `depth`): a decoder layer
+        copied from Llama's that builds its own file's attention, a variant of Llama's, is no copy of
+        Llama's layer (each is aligned, reaching its own file's attention). None if not found."""
+        if not stack and (id(function), depth) in self._deep_digests:
+            return self._deep_digests[(id(function), depth)]
+        own = self._digest(function)
+        found: tuple | None = None
+        if own is not None:
+            callees: set[Binding | tuple | None] = set()
+            if depth > 0:
+                for name, receiver, via in function.calls:
+                    for callee in self._callees(name, receiver, function, (*stack, id(function)), via):
+                        if isinstance(callee, Binding):
+                            callees.add(callee)
+                        else:
+                            callees.add(self._deep_digest(callee, depth - 1, (*stack, id(function))))
+            found = (own, frozenset(callees))
+        if not stack:
+            self._deep_digests[(id(function), depth)] = found
+        return found
+
+    def _alike(self, function: _Function) -> tuple | None:
+        """What copies that align alike share: their text and their helpers' (`_deep_digest`), the ops
+        those name past the depth (`_bag`) and the attributes their class only sets to numbers
+        (``x * self.scaling`` then runs no tensor op). None if the function's text is not found."""
+        deep = self._deep_digest(function)
+        if deep is None:
+            return None
+        scalars = self._class_scalars(function.owner, function.file) if function.owner else frozenset()
+        return (deep, self._bag(function), scalars)
 
     def _digest(self, function: _Function) -> bytes | None:
         """The digest of the function's normalised text (`FunctionCopies`), None if not found."""
@@ -859,6 +906,7 @@ class StacklessRanker:
             fits = _fits(second.values(), same)
             self._support = _shares(_windows_fitting(fits))
             self._supported = self._fitted_files([files for _, files in fits])
+            self._challenging = self._challengers(zip(second, (files for _, files in fits)))
             self._rankings.clear()
             again = {key: self.rank(*key) for key in first}
             second = {key: ranking for key, ranking in again.items() if ranking.candidates}
@@ -888,6 +936,25 @@ class StacklessRanker:
                 changed[id(first[key])] = (first[key], new)
         self._support = shares
         return changed
+
+    def _challengers(self, fitting: Iterable[tuple[tuple, set[str]]]) -> dict[tuple, list[_SourceFile]]:
+        """Per window (`fitting`: its key and the files it fits), the `CHALLENGERS` files of most share
+        (at least `CHALLENGE_SHARE` of the best's, not `_supported`) that it does not fit: each to be
+        aligned with it, its own code (a variant of the attention the rest of the code base copies)
+        never having been, as dozens of variants tie in the per-window picks."""
+        supported = {f.name for f in self._supported}
+        by_name = self._files_by_name()
+        contenders = [
+            name
+            for name in sorted(self._support, key=lambda name: (-self._support[name], name))
+            if self._support[name] >= CHALLENGE_SHARE and name not in supported and name in by_name
+        ]
+        out = {}
+        for key, files in fitting:
+            challengers = [by_name[name] for name in contenders if name not in files][:CHALLENGERS]
+            if challengers:
+                out[key] = challengers
+        return out
 
     def _fitted_files(self, fitting: Sequence[set[str]]) -> list[_SourceFile]:
         """The files that together fit the windows (`_covering`; `fitting`: each window's files), then
@@ -1535,9 +1602,12 @@ class StacklessRanker:
         return [files[i] for i in indexes if files[i].programs is not None]
 
     # -- files --------------------------------------------------------------------------------------
-    def _files_for(self, window: Sequence[str], hot: int) -> list[_SourceFile]:
+    def _files_for(
+        self, window: Sequence[str], hot: int, challengers: Sequence[_SourceFile] = ()
+    ) -> list[_SourceFile]:
         """The files whose functions spell the window's ops, rare ones counting most (and the hot one
-        most), then those that spell the ops next to the hot op best, parsed."""
+        most), then those that spell the ops next to the hot op best, then those the trace fits
+        (`_supported`, `challengers`), parsed."""
         files = self._all_files()
         hot_op = token_of(window[hot], Cat.CPU_OP).name
         hot_group = frozenset(spellings(hot_op))
@@ -1559,7 +1629,7 @@ class StacklessRanker:
             callers.sort(key=lambda i: (-scores.get(i, (0.0,))[0], files[i].name))
             picked.extend(files[i] for i in callers[:CALLER_FILES])
         # the files the trace's windows fit, where they spell the hot op (or nothing spells it: views)
-        for source_file in self._supported:
+        for source_file in (*self._supported, *challengers):
             if source_file not in picked and (source_file.spelled & hot_group or not hot_group):
                 picked.append(source_file)
         for source_file in picked:
