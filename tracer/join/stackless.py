@@ -185,7 +185,8 @@ SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window aga
 # not fit yet (`StacklessRanker._challengers`), the `CHALLENGERS` of most share: a model's own file
 # fits less than the files of the code it copies until its own variants (its attention) are aligned,
 # which the per-window picks, tied among dozens of variants of Llama's, leave out (EXAONE-4's file,
-# 0.83 of the best's share; SmolLM3's, 0.85)
+# 0.83 of the best's share; SmolLM3's, 0.85). Such a file counts for a window only where it fits about as
+# well as the best (`NEAR_TIE`, not `SUPPORT_MARGIN`)
 CHALLENGE_SHARE = 0.5
 CHALLENGERS = 60
 SUPPORTED_FUNCTIONS = 3  # ... their functions aligned with each window, past `MAX_FUNCTIONS`
@@ -630,7 +631,21 @@ class StacklessRanker:
                 "fit each function's source, in order"
             ),
         )
-        near = tuple(sorted(key for key, c in scored.items() if c.score <= ranked[0].score + SUPPORT_MARGIN))
+        # a challenger (`_challengers`: aligned with every window it did not fit) counts for its file
+        # only where it fits within `NEAR_TIE` of the best, by the fit alone (the score charges a file
+        # for the windows it does not fit yet): tried on every window, it fits some nearly by chance
+        # (on Llama's trace, SmolLM3's model fits a mask's window that the masking code fits best)
+        challenging = {f.name for f in challengers}
+        fit = {key: c.score - self._support_cost(c.via or c.file, self._support) for key, c in scored.items()}
+        best_fit = min(fit.values())
+        near = tuple(
+            sorted(
+                key
+                for key, c in scored.items()
+                if c.score <= ranked[0].score + SUPPORT_MARGIN
+                and ((c.via or c.file) not in challenging or fit[key] <= best_fit + NEAR_TIE)
+            )
+        )
         return Ranking(tuple(ranked), confidence, evidence, near)
 
     @staticmethod
