@@ -190,6 +190,7 @@ SUPPORTED_FILES = 6  # the files most windows fit: aligned with every window aga
 CHALLENGE_SHARE = 0.5
 CHALLENGERS = 60
 SUPPORTED_FUNCTIONS = 3  # ... their functions aligned with each window, past `MAX_FUNCTIONS`
+SUPPORTED_CALLERS = 2  # ... and this many more of the files the round before fit best
 AGREE_ROUNDS = 2  # rankings again with the files the ranking before fit
 # ... after the files that together fit the windows (`_covering`): rounds of picks (a generate()
 # trace's loop and mask code takes some before a model's own file, which few windows fit alone)
@@ -588,10 +589,14 @@ class StacklessRanker:
         picked = self._distinct(by_calls) + self._distinct(by_own)
         # the files the whole trace fits (`agree`) are aligned past the caps: their best few functions
         supported = {id(f) for f in (*self._supported, *challengers)}
+        # (the files the last round fit best, `SUPPORTED_CALLERS` more: the widest reach a helper's
+        # helper past the inlining depth, StableLM's rotary from its layer, and need its attention)
+        leading = {id(f) for f in self._supported}
         per_file: Counter = Counter()
         for item in by_calls:
             source_file = item[-1].file
-            if id(source_file) in supported and per_file[source_file.name] < SUPPORTED_FUNCTIONS:
+            cap = SUPPORTED_FUNCTIONS + (SUPPORTED_CALLERS if id(source_file) in leading else 0)
+            if id(source_file) in supported and per_file[source_file.name] < cap:
                 per_file[source_file.name] += 1
                 picked.append(item)
         functions = list({id(item[-1]): item for item in picked}.values())
