@@ -44,3 +44,15 @@ class {P}ForCausalLM(nn.Module):
         hidden = outputs.hidden
         return self.lm_head(hidden)
 """
+# a dense MLP, its activation a ``torch.nn.functional`` name (``{activation}``)
+DENSE_MLP = """
+
+class {P}MLP(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.up = nn.Linear(hidden, 2 * hidden, bias=False)
+        self.down = nn.Linear(2 * hidden, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down(nn.functional.{activation}(self.up(x)))
+"""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.join.model_files import CAUSAL_LM, HEADER_AND_NORM, OUTPUTS
+from tests.join.model_files import CAUSAL_LM, DENSE_MLP, HEADER_AND_NORM, OUTPUTS
 from tests.join.package_source import line_in
 from tracer.api import explain_trace
 from tracer.join.stackless import COVER_TIED, _covering
@@ -65,17 +65,6 @@ class {P}Model(nn.Module):
 """
     + CAUSAL_LM
 )
-DENSE_MLP = """
-
-class {P}MLP(nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.up = nn.Linear(hidden, 2 * hidden, bias=False)
-        self.down = nn.Linear(2 * hidden, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down(nn.functional.{activation}(self.up(x)))
-"""
 MOE_BLOCK = """
 
 class {P}Experts(nn.Module):

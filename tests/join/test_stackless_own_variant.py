@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.join.model_files import CAUSAL_LM, HEADER_AND_NORM, OUTPUTS
+from tests.join.model_files import CAUSAL_LM, DENSE_MLP, HEADER_AND_NORM, OUTPUTS
 from tests.join.package_source import line_in
 from tracer.api import explain_trace
 from tracer.join.sites import SiteIndex
@@ -33,17 +33,8 @@ from tracer.join.stackless import StacklessRanker
 # attention, whose body is `ATTENTION` (Llama's and every variant's) or `OWN_ATTENTION` (the model's)
 COMMON = (
     HEADER_AND_NORM
+    + DENSE_MLP.replace("{activation}", "silu")
     + """
-
-class {P}MLP(nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.up = nn.Linear(hidden, 2 * hidden, bias=False)
-        self.down = nn.Linear(2 * hidden, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down(nn.functional.silu(self.up(x)))
-
 
 class {P}Attention(nn.Module):
     def __init__(self, hidden, layer):
