@@ -641,8 +641,8 @@ class StacklessRanker:
         # for the windows it does not fit yet): tried on every window, it fits some nearly by chance
         # (on Llama's trace, SmolLM3's model fits a mask's window that the masking code fits best)
         challenging = {f.name for f in challengers}
-        fit = {key: c.score - self._support_cost(c.via or c.file, self._support) for key, c in scored.items()}
-        best_fit = min(fit.values())
+        fit = {key: self._fit_alone(c) for key, c in scored.items()} if challenging else {}
+        best_fit = min(fit.values(), default=0.0)
         near = tuple(
             sorted(
                 key
@@ -996,13 +996,13 @@ class StacklessRanker:
         out: dict[tuple[str, int], Candidate] = {}
         for candidate in candidates:
             if candidate.via is not None:  # the call that reached it says which copy ran
-                fit = candidate.score - self._support_cost(candidate.via, self._support)
+                fit = self._fit_alone(candidate)
                 score = round(fit + self._support_cost(candidate.via, shares), 4)
                 key = (candidate.file, candidate.line)
                 if key not in out or out[key].score > score:
                     out[key] = replace(candidate, score=score)
                 continue
-            fit = candidate.score - self._support_cost(candidate.file, self._support)
+            fit = self._fit_alone(candidate)
             places = same.answering(candidate.file, candidate.line)
             for file, line, function in places:
                 score = round(fit + self._support_cost(file, shares), 4)
@@ -1064,6 +1064,11 @@ class StacklessRanker:
         if self._importers is None:
             self._importers = importer_counts((f.name, f.text) for f in self._all_files())
         return self._importers
+
+    def _fit_alone(self, candidate: Candidate) -> float:
+        """The candidate's score less the charge `_judge` made for the windows its file (the calling
+        file's, if a call reached it) does not fit yet."""
+        return candidate.score - self._support_cost(candidate.via or candidate.file, self._support)
 
     @staticmethod
     def _support_cost(file: str, shares: dict[str, float]) -> float:
