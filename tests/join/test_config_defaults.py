@@ -17,8 +17,10 @@ import pytest
 
 from tracer.join.config_defaults import (
     activation_attributes,
+    bias_flags_on,
     config_defaults,
     default_activation_keys,
+    flag_default,
     is_config_file,
 )
 from tracer.join.stackless import Candidate, _default_first, _DefaultActivation
@@ -43,6 +45,28 @@ def test_defaults_read_from_transformers_configs() -> None:
     assert _keys("llama") == {"silu"}
     assert _keys("opt") == {"relu"}
     assert _keys("bloom") == frozenset()  # BloomGelu is its own module: no table, no pick
+
+
+def _bias_flags(model: str) -> frozenset[str]:
+    folder = _transformers_models() / model
+    configs = [p.read_text() for p in folder.iterdir() if is_config_file(p)]
+    return bias_flags_on((folder / f"modeling_{model}.py").read_text(), configs)
+
+
+def test_layers_a_config_flag_builds_with_a_bias_by_default() -> None:
+    """StarCoder2 builds every projection with ``bias=config.use_bias`` and its config keeps
+    ``use_bias: bool = True``; Llama's ``attention_bias`` and ``mlp_bias`` are off by default."""
+    assert _bias_flags("starcoder2") == {"use_bias"}
+    assert _bias_flags("llama") == frozenset()
+    as_field = "class C(PreTrainedConfig):\n    use_bias: bool = True\n    mlp_bias: bool = False\n"
+    as_parameter = "class C(PretrainedConfig):\n    def __init__(self, use_bias=False, **kw):\n"
+    assert flag_default([as_field], "use_bias") is True
+    assert flag_default([as_field], "mlp_bias") is False
+    assert flag_default([as_field, as_parameter], "use_bias") is None  # two configs disagree
+    assert flag_default([as_field], "qkv_bias") is None  # not given
+    model = "self.q = nn.Linear(a, b, bias=config.use_bias)\nself.up = nn.Linear(a, b, bias=self.config.mlp_bias)\n"
+    assert bias_flags_on(model, [as_field]) == {"use_bias"}
+    assert bias_flags_on(model, []) == frozenset()
 
 
 def test_what_is_read_and_what_is_not() -> None:

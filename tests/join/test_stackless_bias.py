@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tracer.api import explain_trace
-from tracer.join.bindings import TORCH_OP, bindings_of
+from tracer.join.bindings import TORCH_OP, Binding, bindings_of
 from tracer.join.tokens import token_of, with_bias
 from tracer.model.events import Cat
 
@@ -47,9 +47,13 @@ MODELS = {
 }
 
 
-def _bias(source: str) -> bool | None:
+def _binding(source: str) -> Binding:
     (binding,) = [b for b in bindings_of(ast.parse(source, mode="eval").body) if b.kind == TORCH_OP]
-    return binding.bias
+    return binding
+
+
+def _bias(source: str) -> bool | None:
+    return _binding(source).bias
 
 
 def test_the_source_says_which_layers_have_a_bias() -> None:
@@ -60,6 +64,16 @@ def test_the_source_says_which_layers_have_a_bias() -> None:
     assert _bias("nn.Linear(a, b, **kwargs)") is None
     assert _bias("nn.Conv1d(a, b, 3, bias=False)") is False
     assert _bias("nn.Embedding(a, b)") is None  # no bias to speak of
+
+
+def test_the_config_attribute_that_decides_a_bias_is_kept() -> None:
+    """Its default, in the config beside the model, says whether the layer has one (`config_defaults`)."""
+    assert _binding("nn.Linear(a, b, bias=config.attention_bias)").bias_flag == "attention_bias"
+    assert _binding("nn.Linear(a, b, bias=self.config.use_bias)").bias_flag == "use_bias"
+    assert _binding("nn.Linear(a, b, config.use_bias)").bias_flag == "use_bias"
+    assert _binding("nn.Linear(a, b, bias=other.config.use_bias)").bias_flag == ""
+    assert _binding("nn.Linear(a, b, bias=use_bias)").bias_flag == ""
+    assert _binding("nn.Linear(a, b, bias=True)").bias_flag == ""
 
 
 def test_the_shapes_say_which_ops_had_one() -> None:
@@ -122,3 +136,82 @@ def test_no_bias_puts_the_copy_built_with_one_last(
     ranked = next(o.candidates for o in origins if o.line == q_line)
     assert set(ranked[:2]) == {f"unbiased.py:{q_line}", f"configured.py:{q_line}"}
     assert f"biased.py:{q_line}" not in ranked[:2]
+
+
+FLAGGED = """
+import torch
+from torch import nn
+
+
+class {name}Attention(nn.Module):
+    def __init__(self, width, config):
+        super().__init__()
+        self.q_proj = nn.Linear(width, width, bias={bias})
+        self.k_proj = nn.Linear(width, width, bias={bias})
+        self.v_proj = nn.Linear(width, width, bias={bias})
+        self.o_proj = nn.Linear(width, width, bias={bias})
+
+    def forward(self, x):
+        q = self.q_proj(x).view(x.shape[0], x.shape[1], 2, 4).transpose(1, 2)
+        k = self.k_proj(x).view(x.shape[0], x.shape[1], 2, 4).transpose(1, 2)
+        v = self.v_proj(x).view(x.shape[0], x.shape[1], 2, 4).transpose(1, 2)
+        weights = torch.softmax(q @ k.transpose(2, 3), dim=-1)
+        out = (weights @ v).transpose(1, 2).reshape(x.shape)
+        return self.o_proj(out)
+"""
+CONFIG = """
+class {name}Config:
+    {flag}: bool = {default}
+
+    def __init__(self, **kwargs):
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+"""
+# folder -> (class prefix, the bias argument, the config's flag and default; None: no config)
+FLAGGED_MODELS = {
+    "starcoder": ("Starcoder", "config.use_bias", ("use_bias", "True")),
+    "jina": ("Jina", "True", None),
+    "llama": ("Llama", "config.attention_bias", ("attention_bias", "False")),
+}
+
+
+@pytest.fixture(scope="module")
+def flagged_source(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("flagged") / "models"
+    for folder, (name, bias, flag) in FLAGGED_MODELS.items():
+        (root / folder).mkdir(parents=True)
+        (root / folder / f"modeling_{folder}.py").write_text(
+            textwrap.dedent(FLAGGED.format(name=name, bias=bias))
+        )
+        if flag is not None:
+            config = CONFIG.format(name=name, flag=flag[0], default=flag[1])
+            (root / folder / f"configuration_{folder}.py").write_text(textwrap.dedent(config))
+    return root
+
+
+def test_a_bias_a_config_flag_builds_by_default_counts_as_the_literal_one(
+    flagged_source: Path, tmp_path: Path, profile_without_stacks
+) -> None:
+    """StarCoder2 builds its projections with ``bias=config.use_bias`` (on by default); JinaEmbeddings-v3's
+    copy of the attention says ``bias=True``. The shapes show a bias: the literal one took every
+    StarCoder2 window (10.1% of its forward's hot-op time ranked first on the hold-out). Now both fit
+    alike, and Llama's (``attention_bias``, off by default) stays below them."""
+    import torch
+
+    spec = importlib.util.spec_from_file_location(
+        "flagged_starcoder", flagged_source / "starcoder/modeling_starcoder.py"
+    )
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = loaded
+    spec.loader.exec_module(loaded)
+    config = type("Config", (), {"use_bias": True})()
+    layer, x = loaded.StarcoderAttention(8, config), torch.randn(2, 3, 8)
+    trace = profile_without_stacks(lambda: layer(x), tmp_path / "starcoder.json")
+    analysis = explain_trace(trace, source=[flagged_source])
+    found = [f.origin for f in analysis.findings if f.origin.ops and f.origin.ops[0] == "aten::linear"]
+    assert found and all(o.answer == "ranked" and o.confidence < 0.5 for o in found)
+    lines = (flagged_source / "starcoder/modeling_starcoder.py").read_text().splitlines()
+    q_line = next(i for i, line in enumerate(lines, 1) if "self.q_proj(x)" in line)
+    ranked = next(o.candidates for o in found if o.line == q_line)
+    assert set(ranked[:2]) == {f"starcoder/modeling_starcoder.py:{q_line}", f"jina/modeling_jina.py:{q_line}"}
+    assert f"llama/modeling_llama.py:{q_line}" not in ranked[:2]

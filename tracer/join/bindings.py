@@ -101,6 +101,7 @@ class Binding:
     line: int = 0  # LAMBDA: where it is defined
     dtype: str | None = None  # PARTIAL of a cast: its literal dtype keyword
     bias: bool | None = None  # TORCH_OP of a layer built with (True) or without a bias; None: unknown
+    bias_flag: str = ""  # ... unknown as a config's attribute decides it (``bias=config.use_bias``)
 
 
 @dataclass
@@ -396,24 +397,41 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
     if _ACTIVATION_GETTER.search(name):
         return (Binding(TORCH_OP, ACTIVATION),)  # ``get_activation(config.hidden_act)``
     if name in TORCH_MODULE_OPS and _root_name(func) in ("nn", "torch", name):
-        bias = _bias_of(value) if name in _BIAS_POSITION else None
-        return (Binding(CALLED, name), Binding(TORCH_OP, TORCH_MODULE_OPS[name], bias=bias))
+        if name not in _BIAS_POSITION:
+            return (Binding(CALLED, name), Binding(TORCH_OP, TORCH_MODULE_OPS[name]))
+        bias, flag = _bias_of(value)
+        return (Binding(CALLED, name), Binding(TORCH_OP, TORCH_MODULE_OPS[name], bias=bias, bias_flag=flag))
     return (Binding(CALLED, name),)
 
 
-def _bias_of(call: ast.Call) -> bool | None:
+def _bias_of(call: ast.Call) -> tuple[bool | None, str]:
     """Whether a layer is built with a bias: a literal ``bias=`` (or in its place among the
-    arguments), torch's default (True) when not given; None when a value decides (a config)."""
+    arguments), torch's default (True) when not given; None when a value decides, with the config
+    attribute that does (``bias=config.use_bias``: "use_bias"; else "")."""
     given = next((k.value for k in call.keywords if k.arg == "bias"), None)
     if given is None:
         position = _BIAS_POSITION[last_name(call.func) or ""]
         if len(call.args) > position:
             given = call.args[position]
         elif any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
-            return None  # ``**kwargs``: may hold it
+            return None, ""  # ``**kwargs``: may hold it
         else:
-            return True
-    return given.value if isinstance(given, ast.Constant) and isinstance(given.value, bool) else None
+            return True, ""
+    if isinstance(given, ast.Constant) and isinstance(given.value, bool):
+        return given.value, ""
+    return None, _config_attribute(given)
+
+
+def _config_attribute(node: ast.AST) -> str:
+    """``config.x`` or ``self.config.x``: "x"; else ""."""
+    if not isinstance(node, ast.Attribute):
+        return ""
+    owner = node.value
+    if isinstance(owner, ast.Name) and owner.id == "config":
+        return node.attr
+    if isinstance(owner, ast.Attribute) and owner.attr == "config" and isinstance(owner.value, ast.Name):
+        return node.attr if owner.value.id == "self" else ""
+    return ""
 
 
 def _merge(a: tuple[Binding, ...], b: tuple[Binding, ...]) -> tuple[Binding, ...]:

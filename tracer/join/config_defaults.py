@@ -1,4 +1,5 @@
-"""Which activation a model's code picks when its config keeps the default.
+"""Which activation a model's code picks, and which layers it builds with a bias, when its config
+keeps the defaults.
 
 transformers' modelling files pick an activation by a config value
 (``self.act = ACT2FN[config.activation_function]``, ``get_activation(config.hidden_act)``), and the
@@ -8,6 +9,10 @@ run the same ops (GPT-2's ``gelu_new`` and ``gelu_fast``, both ``tanh``; Gemma's
 and plain ``gelu``, both ``aten::gelu``) fit a window alike; the default says which one runs unless
 the checkpoint's config changed it. Read from the text (regular expressions), not run: a default
 given by an expression, or a value set in a config's body, is not read.
+
+Layers alike: ``nn.Linear(..., bias=config.use_bias)`` is built with a bias when the config keeps
+``use_bias: bool = True`` (StarCoder2's), which the ops' shapes then show as surely as they show a
+literal ``bias=True``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from pathlib import PurePath
 _BY_CONFIG = re.compile(r"\b(?:ACT2[A-Z]*|get_act\w*)[ \t]*[\[(][ \t]*(?:self\.)?config\.(\w+)[ \t]*[\])]")
 # ... or by a literal key: ``ACT2FN["gelu_new"]``.
 _BY_KEY = re.compile(r"""\b(?:ACT2[A-Z]*|get_act\w*)[ \t]*[\[(][ \t]*["']([\w.-]+)["'][ \t]*[\])]""")
+# A layer's bias given by a config value: ``bias=config.use_bias``, ``bias=self.config.mlp_bias``.
+_BIAS_BY_CONFIG = re.compile(r"\bbias[ \t]*=[ \t]*(?:self\.)?config\.(\w+)\b")
 _CONFIG_FILE = re.compile(r"^config(uration)?(_\w+)?\.py$")
 
 
@@ -42,6 +49,24 @@ def config_defaults(texts: Iterable[str], attribute: str) -> frozenset[str]:
     return frozenset(value for text in texts for value in pattern.findall(text))
 
 
+def flag_default(texts: Iterable[str], attribute: str) -> bool | None:
+    """The boolean default the config modules `texts` give `attribute` (``use_bias: bool = True`` or
+    ``use_bias=True``); None when they give none, or both."""
+    pattern = re.compile(rf"\b{re.escape(attribute)}[ \t]*(?::[^=\n]*)?=[ \t]*(True|False)\b")
+    found = {value == "True" for text in texts for value in pattern.findall(text)}
+    return found.pop() if len(found) == 1 else None
+
+
+def bias_flags_on(text: str, config_texts: Iterable[str]) -> frozenset[str]:
+    """The config attributes a module builds layers' biases by (``bias=config.use_bias``) whose
+    default, in its config modules `config_texts`, is True."""
+    attributes = set(_BIAS_BY_CONFIG.findall(text))
+    if not attributes:
+        return frozenset()
+    configs = list(config_texts)
+    return frozenset(a for a in attributes if flag_default(configs, a))
+
+
 def default_activation_keys(text: str, config_texts: Iterable[str]) -> frozenset[str]:
     """The activation table keys a module's code picks when its config (the modules `config_texts`,
     beside it) keeps its defaults: the literal keys and each attribute's defaults; empty when the
@@ -58,4 +83,11 @@ def default_activation_keys(text: str, config_texts: Iterable[str]) -> frozenset
     return frozenset(found)
 
 
-__all__ = ["activation_attributes", "config_defaults", "default_activation_keys", "is_config_file"]
+__all__ = [
+    "activation_attributes",
+    "bias_flags_on",
+    "config_defaults",
+    "default_activation_keys",
+    "flag_default",
+    "is_config_file",
+]

@@ -142,6 +142,7 @@ class CallPoint:
     dtype: str | None = None  # a cast's literal target: "torch.bfloat16" (`.to(torch.bfloat16)`, `.half()`)
     device_only: bool = False  # `.to(device)`, `.cuda()`: a move that cannot change the dtype
     bias: bool | None = None  # a call of a layer the source built with (True) or without a bias
+    bias_default: bool = False  # ... unknown (a config decides), but the config's default builds one
     runs: frozenset[str] | None = None  # a call of a helper not spliced in: the ops it (and its callees) name
     # a method call's receiver, where its type may be known: ``cache.update`` "cache",
     # ``self.cache.update`` "self.cache", ``self.layers[i].update`` "self.layers[]"; else ""
