@@ -152,6 +152,7 @@ class {name}Attention(nn.Module):
         self.o_proj = nn.Linear(width, width, bias={bias})
 
     def forward(self, x):
+        variant = "{name}"  # no copies: each file's attention is aligned (copies answer as one)
         q = self.q_proj(x).view(x.shape[0], x.shape[1], 2, 4).transpose(1, 2)
         k = self.k_proj(x).view(x.shape[0], x.shape[1], 2, 4).transpose(1, 2)
         v = self.v_proj(x).view(x.shape[0], x.shape[1], 2, 4).transpose(1, 2)
@@ -195,7 +196,9 @@ def test_a_bias_a_config_flag_builds_by_default_counts_as_the_literal_one(
     """StarCoder2 builds its projections with ``bias=config.use_bias`` (on by default); JinaEmbeddings-v3's
     copy of the attention says ``bias=True``. The shapes show a bias: the literal one took every
     StarCoder2 window (10.1% of its forward's hot-op time ranked first on the hold-out). Now both fit
-    alike, and Llama's (``attention_bias``, off by default) stays below them."""
+    alike, and Llama's (``attention_bias``, off by default) stays below them. (Copies answer as one,
+    with the fit of the copy aligned, whatever their configs: the variants differ by a line, as
+    StarCoder2's attention differs from the others by its residual dropout.)"""
     import torch
 
     spec = importlib.util.spec_from_file_location(
