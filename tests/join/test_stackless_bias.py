@@ -138,28 +138,10 @@ def test_no_bias_puts_the_copy_built_with_one_last(
     assert f"biased.py:{q_line}" not in ranked[:2]
 
 
-FLAGGED = """
-import torch
-from torch import nn
-
-
-class {name}Attention(nn.Module):
-    def __init__(self, width, config):
-        super().__init__()
-        self.q_proj = nn.Linear(width, width, bias={bias})
-        self.k_proj = nn.Linear(width, width, bias={bias})
-        self.v_proj = nn.Linear(width, width, bias={bias})
-        self.o_proj = nn.Linear(width, width, bias={bias})
-
-    def forward(self, x):
-        variant = "{name}"  # no copies: each file's attention is aligned (copies answer as one)
-        q = self.q_proj(x).view(x.shape[0], x.shape[1], 2, 4).transpose(1, 2)
-        k = self.k_proj(x).view(x.shape[0], x.shape[1], 2, 4).transpose(1, 2)
-        v = self.v_proj(x).view(x.shape[0], x.shape[1], 2, 4).transpose(1, 2)
-        weights = torch.softmax(q @ k.transpose(2, 3), dim=-1)
-        out = (weights @ v).transpose(1, 2).reshape(x.shape)
-        return self.o_proj(out)
-"""
+# every projection built alike (``bias={bias}``), from the config passed in
+FLAGGED = ATTENTION.replace("config_bias=False", "config").replace(
+    "self.o_proj = nn.Linear(width, width, bias=False)", "self.o_proj = nn.Linear(width, width, bias={bias})"
+)
 CONFIG = """
 class {name}Config:
     {flag}: bool = {default}

@@ -894,14 +894,7 @@ class StacklessRanker:
     def _default_keys(self, name: str) -> frozenset[str]:
         """The activation table keys file `name` picks when its config keeps its defaults (its
         config modules: those beside it, `config_defaults.is_config_file`)."""
-        found = self._default_activation_keys.get(name)
-        if found is None:
-            source_file = self._files_by_name().get(name)
-            found = frozenset()
-            if source_file is not None:
-                found = default_activation_keys(source_file.text, self._configs_beside(source_file.path))
-            self._default_activation_keys[name] = found
-        return found
+        return self._read_with_configs(self._default_activation_keys, name, default_activation_keys)
 
     def _bias_by_default(self, source_file: _SourceFile, attribute: str) -> bool:
         """Whether a layer whose bias the config attribute `attribute` decides (``bias=config.use_bias``)
@@ -914,13 +907,23 @@ class StacklessRanker:
     def _bias_flags_on(self, name: str) -> frozenset[str]:
         """The config attributes file `name` builds biases by whose default is True
         (`config_defaults.bias_flags_on`)."""
-        found = self._bias_flags.get(name)
+        return self._read_with_configs(self._bias_flags, name, bias_flags_on)
+
+    def _read_with_configs(
+        self,
+        known: dict[str, frozenset[str]],
+        name: str,
+        read: Callable[[str, list[str]], frozenset[str]],
+    ) -> frozenset[str]:
+        """`read` of file `name`'s text and its config modules' texts (`_configs_beside`), kept in
+        `known`; empty for a file not found."""
+        found = known.get(name)
         if found is None:
             source_file = self._files_by_name().get(name)
             found = frozenset()
             if source_file is not None:
-                found = bias_flags_on(source_file.text, self._configs_beside(source_file.path))
-            self._bias_flags[name] = found
+                found = read(source_file.text, self._configs_beside(source_file.path))
+            known[name] = found
         return found
 
     def _configs_beside(self, path: Path) -> list[str]:
