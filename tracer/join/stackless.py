@@ -2043,7 +2043,7 @@ class _FitGaps:
         """Whether a candidate's file fits less than some other file of `among`."""
         files = sorted({c.file for c in among if c.file in self._index})
         if len(files) < 2:
-            return lambda candidate: False
+            return _never
         rows = [self._index[file] for file in files]
         gaps, fits = self._gaps[rows], self._fits[rows]
         further = gaps @ fits.T - fits @ gaps.T  # [i, j]: over the windows both fit, i's gaps less j's
