@@ -138,8 +138,16 @@ ACTIVATION_OPS = tuple(
         "leaky_relu", "hardswish", "hardsigmoid", "hardtanh", "relu6", "prelu", "glu",
     )
 )  # fmt: skip
+# Calls that make a tensor from Python data run no op of their name but several top-level ones, in
+# this order (torch 2.13 and 2.14): ``torch.tensor(data)`` and ``x.new_tensor(data)`` record
+# ``empty``, ``to``, ``lift_fresh``, ``detach_``; ``torch.as_tensor`` of a list the first three (of
+# a tensor only ``to``, where the dtype or device changes). One such call explains each of them, the
+# first as a call's op (`predicted_ops`), the rest as its repeats (`StacklessCosts.repeat`).
+FROM_DATA_OPS = ("aten::empty", "aten::to", "aten::lift_fresh", "aten::detach_")
+FROM_DATA_CALLS = {"tensor": FROM_DATA_OPS, "new_tensor": FROM_DATA_OPS, "as_tensor": FROM_DATA_OPS[:3]}
 CALL_OPS: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(CAST_METHODS, ("aten::to",)),
+    **FROM_DATA_CALLS,
     "cuda": ("aten::to",),
     "cpu": ("aten::to",),
     "concat": ("aten::cat",),
@@ -284,6 +292,12 @@ class StacklessCosts:
             return QUIET_REWARD / 3 if token.name in views_of(point) else None
         if (helper := _helper_reward(point, token)) is not None:
             return helper
+        if (
+            point.kind == CALL
+            and token.name in QUIET_OPS
+            and token.name in FROM_DATA_CALLS.get(point.name, ())
+        ):
+            return QUIET_REWARD  # another op of ``torch.tensor(data)``'s (one ``to`` at most)
         return BLOCK if token.kind == OP and runs_a_block(point) else None
 
     @staticmethod
