@@ -72,7 +72,8 @@ def test_glm5_whole_pool_cast_ranked_first_with_source_alone(own_gpu_traces: Pat
     assert top.origin.answer == "ranked" and top.origin.rule == "KT101"
     # second: a call on the path to it (`MLAAttention.forward` calling `forward_decode`); the call of
     # `keys_cast_whole` itself (line 197), past the depth helpers are spliced in from
-    # `DecoderLayer.forward`, is no answer: the helper's own line answers (`CallPoint.runs`)
+    # `DecoderLayer.forward`, is no answer: the helper's own line answers (`CallPoint.runs`), judged
+    # by the layer's ops around it (the block of that call opened, `StacklessRanker._opened`)
     assert [c.rsplit("/", 1)[-1] for c in top.origin.candidates[:2]] == ["model.py:209", "model.py:285"]
-    assert "`AttentionBackend.keys_cast_whole` (called from `MLAAttention.forward`)" in top.origin.evidence[2]
+    assert "`AttentionBackend.keys_cast_whole` (called from `DecoderLayer.forward`)" in top.origin.evidence[2]
     assert top.calls_per_step == 78

@@ -517,6 +517,7 @@ SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
 # ``store.put(...)`` named like a tensor method (``Tensor.put``): only what the receiver's type says
 TYPED = "typed"
 MAX_INLINED_POINTS = 600
+OPENED_BLOCKS = 4  # calls whose block holds the hot op that are opened per window (`StacklessRanker._rank`)
 NEAR_TIE = 0.1  # scores this close are a tie the ranking says (`_said_alike`): two calls of no op
 # the ops of the torch.nn layers a call of an attribute built as one runs (``self.ln = nn.LayerNorm(...)``)
 _LAYER_OPS = frozenset(TORCH_MODULE_OPS.values())
@@ -545,6 +546,7 @@ class StacklessRanker:
         self._files: list[_SourceFile] | None = None
         self._rankings: dict[tuple, Ranking] = {}
         self._expanded: dict[int, _Expanded | None] = {}
+        self._opened_blocks: dict[tuple, _Expanded | None] = {}
         self._bags: dict[tuple[int, int], frozenset[str]] = {}  # (function, depth) -> `_bag`
         self._by_name: dict[str, list[_Function]] = {}  # the functions parsed so far, by name (helpers)
         self._index: dict[str, list[int]] | None = None  # spelled name -> files spelling it
@@ -625,18 +627,29 @@ class StacklessRanker:
         words = _range_words(ranges)
         scored: dict[tuple[str, int], Candidate] = {}
         weak: dict[tuple[str, int], Candidate] = {}  # fits past `WEAK_FIT` only
-        for *_, function in functions:
-            expanded = self._expand(function)
-            if expanded is None:
-                continue
-            best = self._fit(expanded.program, tokens, hot)
+        # the hot op placed in the block of a helper's call not spliced in (past the depth or the size
+        # cap: ``_sample`` runs dozens): (cost, function, the call); the best of them are opened below
+        blocks: list[tuple[float, str, int, _Function, tuple]] = []
+
+        def take(
+            function: _Function,
+            expanded: _Expanded,
+            best: dict[int, float],
+            scored: dict[tuple[str, int], Candidate],
+            weak: dict[tuple[str, int], Candidate],
+        ) -> None:
+            block: tuple | None = None  # the function's best block that holds the hot op
             for p, cost in best.items():
                 if cost > -WEAK_FIT:
                     continue  # too little of the window fits
-                if expanded.program.points[p].runs is not None:
-                    continue  # a helper's call past the depth: the helper's own line answers
+                point = expanded.program.points[p]
+                if point.runs is not None:
+                    if hot_op in point.runs and cost <= -MIN_FIT and (block is None or cost < block[0]):
+                        call = (expanded.files[p], point.line, point.col, point.name)
+                        block = (cost, function.file.name, function.line, function, call)
+                    continue  # the helper's own line answers (or, opened, its caller's fit)
                 if p in expanded.inlined:  # a helper's line answers ...
-                    if expanded.program.points[p].name != ACTIVATION or hot_op not in ACTIVATION_OPS:
+                    if point.name != ACTIVATION or hot_op not in ACTIVATION_OPS:
                         continue
                     found = self._activation_candidates(expanded, p, cost, hot_op)  # ... the activation's
                 else:
@@ -648,13 +661,41 @@ class StacklessRanker:
                     key = (candidate.file, candidate.line)
                     if key not in pool or candidate.score < pool[key].score:
                         pool[key] = candidate
-        if not scored:
+            if block is not None:
+                blocks.append(block)
+
+        for *_, function in functions:
+            expanded = self._expand(function)
+            if expanded is not None:
+                take(function, expanded, self._fit(expanded.program, tokens, hot), scored, weak)
+        # the callers whose blocks of a helper's call fit the window best (a block rewards the ops it
+        # holds less than lines that name them): the helper spliced in at that call alone, so that its
+        # lines are judged by the ops its caller runs around it (the generate loop's step update, whose
+        # arange alone fits less than a model's own arange with the norm before it). What they find
+        # ranks, but says nothing of which files ran (`near`): the files' evidence stays the aligned
+        # functions' own (a hybrid file's opened helpers took a dense model's trace from its file)
+        found_opened: dict[tuple[str, int], Candidate] = {}
+        opened: set[tuple] = set()
+        for _, _, _, function, call in sorted(blocks, key=lambda b: b[:3]):
+            if len(opened) >= OPENED_BLOCKS:
+                break
+            if (id(function), call) in opened:
+                continue
+            opened.add((id(function), call))
+            expanded = self._opened(function, call)
+            if expanded is not None:
+                take(function, expanded, self._fit(expanded.program, tokens, hot), found_opened, weak)
+        if not scored and not found_opened:
             return self._weak_ranking(weak, hot_op)
-        ranked = _best_first(scored.values())
+        everything = dict(scored)
+        for key, candidate in found_opened.items():
+            if key not in everything or candidate.score < everything[key].score:
+                everything[key] = candidate
+        ranked = _best_first(everything.values())
         confidence = self._confidence(ranked)
         evidence = (
             (
-                f"{len(scored)} line(s) can have run {hot_op}; ranked by how the {len(window)} ops around it "
+                f"{len(everything)} line(s) can have run {hot_op}; ranked by how the {len(window)} ops around it "
                 "fit each function's source, in order"
             ),
         )
@@ -665,15 +706,24 @@ class StacklessRanker:
         challenging = {f.name for f in challengers}
         fit = {key: self._fit_alone(c) for key, c in scored.items()} if challenging else {}
         best_fit = min(fit.values(), default=0.0)
+        aligned_best = min((c.score for c in scored.values()), default=0.0)
         near = tuple(
             sorted(
                 key
                 for key, c in scored.items()
-                if c.score <= ranked[0].score + SUPPORT_MARGIN
+                if c.score <= aligned_best + SUPPORT_MARGIN
                 and ((c.via or c.file) not in challenging or fit[key] <= best_fit + NEAR_TIE)
             )
         )
         return Ranking(tuple(ranked), confidence, evidence, near)
+
+    def _opened(self, function: _Function, call: tuple) -> _Expanded | None:
+        """`_expand` with the helper of `call` (file, line, col, name) spliced in however deep or big;
+        kept (alive, as `_fit` keys its programs by id)."""
+        key = (id(function), call)
+        if key not in self._opened_blocks:
+            self._opened_blocks[key] = self._expand(function, opened=frozenset({call}))
+        return self._opened_blocks[key]
 
     @staticmethod
     def _weak_ranking(weak: dict[tuple[str, int], Candidate], hot_op: str) -> Ranking:
@@ -1166,8 +1216,17 @@ class StacklessRanker:
             self._bags[(id(function), depth)] = found
         return found
 
-    def _expand(self, function: _Function, depth: int = INLINE_DEPTH, stack: tuple = ()) -> _Expanded | None:
-        if depth == INLINE_DEPTH and id(function) in self._expanded:
+    def _expand(
+        self,
+        function: _Function,
+        depth: int = INLINE_DEPTH,
+        stack: tuple = (),
+        opened: frozenset = frozenset(),
+    ) -> _Expanded | None:
+        """The function's program with its helpers spliced in (`_Expanded`), to `depth`; `opened`:
+        calls (file, line, col, name) whose helper is spliced in past the depth and the size cap."""
+        cached = depth == INLINE_DEPTH and not opened
+        if cached and id(function) in self._expanded:
             return self._expanded[id(function)]
         program = function.program()
         if program is None:
@@ -1182,89 +1241,86 @@ class StacklessRanker:
         inlined: set[int] = set()
         # the calls of helpers not spliced in: (point, helper, the depth left for it)
         beyond: list[tuple[int, _Function, int]] = []
-        if depth > 0:
-            for u, v, p in program.consume:
-                point = program.points[p]
-                receiver = self._receiver(point, function)
-                passed: tuple = ()  # lambdas the call is given: it may run each, any number of times
-                if point.kind == FRAME:  # a comprehension's or generator expression's own frame
-                    frame = self._frame(function, point)
-                    callees: tuple = (frame,) if frame is not None else ()
-                else:
-                    callees = (
-                        self._callees(point.name, receiver, function, (*stack, id(function)), point.receiver)
-                        if receiver is not None
-                        else ()
-                    )
-                    if point.kind == CALL and bindings is not None and bindings.lambda_arguments:
-                        lines = bindings.lambda_arguments.get((point.line, point.col), ())
-                        passed = tuple(
-                            f for at in lines if (f := self._lambda(function.file, at)) is not None
-                        )
-                        callees = (*callees, *passed)
-                if not callees and point.callee == BY_NAME and self._is_record(point.name):
-                    points[p] = replace(point, callee=BY_TYPE)  # a dataclass built: its fields, no op
-                    continue
-                # a dispatch through a table of functions (the attention backends) is no level of its
-                # own: the backend's helpers (``repeat_kv``) are spliced in too
-                deeper = depth if point.kind == CALL and self._tabled(point.name, function) else depth - 1
-                for callee in callees:
-                    if callee is function:  # recursion: the call runs this very program again, and
-                        # returns after the call (any depth; which call returns is not tracked)
-                        eps.append((u, program.entry, 0.0))
-                        eps.append((program.exit, v, 0.0))
-                        inlined.add(p)
-                        continue
-                    if isinstance(callee, Binding):  # a torch op under another name: the call runs it
-                        points.append(
-                            replace(
-                                point,
-                                kind=CALL,
-                                callee=BY_ATTRIBUTE,
-                                name=callee.target,
-                                dtype=callee.dtype or point.dtype,
-                                bias=callee.bias,
-                                bias_default=self._bias_by_default(function.file, callee.bias_flag),
-                            )
-                        )
-                        files.append(function.file.name)
-                        functions.append(qualified)
-                        consume.append((u, v, len(points) - 1))
-                        if callee.target in _LAYER_OPS:  # a torch.nn layer runs that op, not another:
-                            inlined.add(p)  # its point answers, not the call's (which fits any op)
-                        if callee.target == ACTIVATION:
-                            # which activation's forward runs it depends on the config: the ops
-                            # around fit the caller, the op's own line is the activation's
-                            inlined.add(len(points) - 1)
-                        continue
-                    inner = self._expand(callee, deeper, (*stack, id(function)))
-                    if inner is None or len(points) + len(inner.program.points) > MAX_INLINED_POINTS:
-                        beyond.append((p, callee, deeper))
-                        continue
-                    sub, shift, state_shift = inner.program, len(points), n
-                    points.extend(sub.points)
-                    files.extend(inner.files)
-                    functions.extend(inner.functions)
-                    eps.extend((a + state_shift, b + state_shift, c) for a, b, c in sub.eps)
-                    consume.extend((a + state_shift, b + state_shift, q + shift) for a, b, q in sub.consume)
-                    repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
-                    eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
-                    eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
-                    if callee in passed:
-                        eps.append((sub.exit + state_shift, sub.entry + state_shift, 0.0))
-                    n += sub.n_states
-                    inlined.add(p)
-                    inlined.update(q + shift for q in inner.inlined)
-        else:  # the depth is spent: a helper's call is a block of the ops the helper names
-            for _, _, p in program.consume:
-                point = program.points[p]
-                receiver = self._receiver(point, function)
-                if receiver is not None and point.kind == CALL:
+        for u, v, p in program.consume:
+            point = program.points[p]
+            forced = (function.file.name, point.line, point.col, point.name) in opened
+            if depth <= 0 and not forced:  # the depth is spent: a helper's call is a block of its ops
+                if point.kind == CALL and (receiver := self._receiver(point, function)) is not None:
                     for callee in self._callees(
                         point.name, receiver, function, (*stack, id(function)), point.receiver
                     ):
                         if not isinstance(callee, Binding):
                             beyond.append((p, callee, 0))
+                continue
+            receiver = self._receiver(point, function)
+            passed: tuple = ()  # lambdas the call is given: it may run each, any number of times
+            if point.kind == FRAME:  # a comprehension's or generator expression's own frame
+                frame = self._frame(function, point)
+                callees: tuple = (frame,) if frame is not None else ()
+            else:
+                callees = (
+                    self._callees(point.name, receiver, function, (*stack, id(function)), point.receiver)
+                    if receiver is not None
+                    else ()
+                )
+                if point.kind == CALL and bindings is not None and bindings.lambda_arguments:
+                    lines = bindings.lambda_arguments.get((point.line, point.col), ())
+                    passed = tuple(f for at in lines if (f := self._lambda(function.file, at)) is not None)
+                    callees = (*callees, *passed)
+            if not callees and point.callee == BY_NAME and self._is_record(point.name):
+                points[p] = replace(point, callee=BY_TYPE)  # a dataclass built: its fields, no op
+                continue
+            # a dispatch through a table of functions (the attention backends) is no level of its
+            # own: the backend's helpers (``repeat_kv``) are spliced in too
+            deeper = depth if point.kind == CALL and self._tabled(point.name, function) else depth - 1
+            for callee in callees:
+                if callee is function:  # recursion: the call runs this very program again, and
+                    # returns after the call (any depth; which call returns is not tracked)
+                    eps.append((u, program.entry, 0.0))
+                    eps.append((program.exit, v, 0.0))
+                    inlined.add(p)
+                    continue
+                if isinstance(callee, Binding):  # a torch op under another name: the call runs it
+                    points.append(
+                        replace(
+                            point,
+                            kind=CALL,
+                            callee=BY_ATTRIBUTE,
+                            name=callee.target,
+                            dtype=callee.dtype or point.dtype,
+                            bias=callee.bias,
+                            bias_default=self._bias_by_default(function.file, callee.bias_flag),
+                        )
+                    )
+                    files.append(function.file.name)
+                    functions.append(qualified)
+                    consume.append((u, v, len(points) - 1))
+                    if callee.target in _LAYER_OPS:  # a torch.nn layer runs that op, not another:
+                        inlined.add(p)  # its point answers, not the call's (which fits any op)
+                    if callee.target == ACTIVATION:
+                        # which activation's forward runs it depends on the config: the ops
+                        # around fit the caller, the op's own line is the activation's
+                        inlined.add(len(points) - 1)
+                    continue
+                inner = self._expand(callee, max(deeper, 0), (*stack, id(function)), opened)
+                too_big = inner is not None and len(points) + len(inner.program.points) > MAX_INLINED_POINTS
+                if inner is None or (too_big and not forced):
+                    beyond.append((p, callee, max(deeper, 0)))
+                    continue
+                sub, shift, state_shift = inner.program, len(points), n
+                points.extend(sub.points)
+                files.extend(inner.files)
+                functions.extend(inner.functions)
+                eps.extend((a + state_shift, b + state_shift, c) for a, b, c in sub.eps)
+                consume.extend((a + state_shift, b + state_shift, q + shift) for a, b, q in sub.consume)
+                repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
+                eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
+                eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
+                if callee in passed:
+                    eps.append((sub.exit + state_shift, sub.entry + state_shift, 0.0))
+                n += sub.n_states
+                inlined.add(p)
+                inlined.update(q + shift for q in inner.inlined)
         # a call of a helper not spliced in (past the depth, or too big) rewards the ops the helper
         # and its callees name: judged as a block of unknown ops, a caller saw less of the window
         # than a function a call nearer the leaves and lost to it (`MixtralForCausalLM.forward`'s
@@ -1289,7 +1345,7 @@ class StacklessRanker:
         )
         ops = frozenset(op for point in points for op in predicted_ops(point))
         expanded = _Expanded(combined, tuple(files), tuple(functions), ops, frozenset(inlined))
-        if depth == INLINE_DEPTH:
+        if cached:
             self._expanded[id(function)] = expanded
         return expanded
 
