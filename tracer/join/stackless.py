@@ -674,23 +674,13 @@ class StacklessRanker:
         # arange alone fits less than a model's own arange with the norm before it). What they find
         # ranks, but says nothing of which files ran (`near`): the files' evidence stays the aligned
         # functions' own (a hybrid file's opened helpers took a dense model's trace from its file)
-        found_opened: dict[tuple[str, int], Candidate] = {}
-        opened: set[tuple] = set()
-        for _, _, _, function, call in sorted(blocks, key=lambda b: b[:3]):
-            if len(opened) >= OPENED_BLOCKS:
-                break
-            if (id(function), call) in opened:
-                continue
-            opened.add((id(function), call))
+        everything = dict(scored)  # and what the opened blocks find (one block per function)
+        for _, _, _, function, call in sorted(blocks, key=lambda b: b[:3])[:OPENED_BLOCKS]:
             expanded = self._opened(function, call)
             if expanded is not None:
-                take(function, expanded, self._fit(expanded.program, tokens, hot), found_opened, weak)
-        if not scored and not found_opened:
+                take(function, expanded, self._fit(expanded.program, tokens, hot), everything, weak)
+        if not everything:
             return self._weak_ranking(weak, hot_op)
-        everything = dict(scored)
-        for key, candidate in found_opened.items():
-            if key not in everything or candidate.score < everything[key].score:
-                everything[key] = candidate
         ranked = _best_first(everything.values())
         confidence = self._confidence(ranked)
         evidence = (
