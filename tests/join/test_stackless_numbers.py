@@ -67,6 +67,38 @@ def test_attributes_only_set_to_numbers_are_numbers() -> None:
     assert _operators(programs, scaled, "scaled") == [("aten::sub", False)]
 
 
+# Bloom's MLP (transformers): a tensor-parallel branch on a config value. Its comparison ran no
+# op, but was taken for a tensor's ``aten::gt``: skipping it cost every Bloom window 0.6 against a
+# ViT copy's MLP, which took Bloom's MLP lines once ViT's file was aligned with them.
+CONFIGURED = """
+class MLP:
+    def __init__(self, config):
+        self.pretraining_tp = config.pretraining_tp
+        self.dense = Linear(config.hidden_size, 4 * config.hidden_size)
+
+    def forward(self, x, residual):
+        x = self.dense(x)
+        if self.pretraining_tp > 1 and self.config.slow_but_exact > 0:
+            x = x * (self.config.hidden_size / self.pretraining_tp)
+        if self.text_config.scale * 2 > x:
+            x = x + 1
+        return x + residual
+"""
+
+
+def test_what_a_config_holds_is_a_python_value() -> None:
+    programs = ModulePrograms(ast.parse(CONFIGURED), STACKLESS.skip)
+    assert "self.pretraining_tp" in programs.scalar_attributes("MLP")
+    forward = next(line for line, name, _ in programs.functions() if name == "forward")
+    # config values compared or combined run nothing; a tensor compared with one still runs aten::gt
+    assert [name for name, _ in _operators(programs, forward, "forward")] == [
+        "aten::mul",
+        "aten::gt",
+        "aten::add",
+        "aten::add",
+    ]
+
+
 def test_python_arithmetic_names_no_op() -> None:
     def operator(text: str) -> ast.BinOp:
         node = ast.parse(text, mode="eval").body

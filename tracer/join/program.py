@@ -1072,6 +1072,7 @@ def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> 
             return True  # ``self.start_layer``, ``layer.layer_id``: attributes only set to numbers
         return (
             _is_math(node)  # ``math.pi``
+            or _is_config(node.value)  # ``config.pretraining_tp``, ``self.config.rope_theta``
             or node.attr in _INT_ATTRIBUTES
             or _literal_dtype(node) is not None
             or _NUMBER_NAME.search(node.attr) is not None
@@ -1090,6 +1091,14 @@ def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> 
             return True
         return _is_math(func)
     return False
+
+
+def _is_config(node: ast.AST) -> bool:
+    """``config``, ``self.config``, ``text_config``: a model's configuration, whose values are Python's
+    (a ``PretrainedConfig`` holds numbers, strings and lists, never a tensor): what is read from it and
+    compared or combined runs no op (Bloom's ``if self.pretraining_tp > 1``, set from its config)."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name == "config" or name.endswith("_config")
 
 
 def _is_math(node: ast.AST) -> bool:

@@ -41,7 +41,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -97,6 +97,7 @@ from tracer.join.tokens import (
     BIASED_OPS,
     GETITEM_OPS,
     OP,
+    OPERATOR_ALIASES,
     QUIET_OPS,
     SETITEM_OPS,
     Token,
@@ -158,6 +159,39 @@ CALL_OPS: dict[str, tuple[str, ...]] = {
     "greater": ("aten::gt", "aten::greater"),
     ACTIVATION: ACTIVATION_OPS,
     "less": ("aten::lt", "aten::less"),
+    # torch functions that record an op of another name (checked on torch 2.13's CPU profiler): a
+    # norm is a linalg op, ``torch.fft.rfft`` ``aten::fft_rfft``, ``F.normalize`` (Python) first the
+    # norm, ``torch.unique`` ``aten::_unique2``, ``F.interpolate`` the upsampling of its mode
+    "norm": ("aten::norm", "aten::linalg_vector_norm", "aten::linalg_norm"),
+    "vector_norm": ("aten::linalg_vector_norm",),
+    "matrix_norm": ("aten::linalg_matrix_norm",),
+    "normalize": ("aten::linalg_vector_norm",),
+    **{
+        name: (f"aten::fft_{name}",)
+        for name in ("fft", "ifft", "rfft", "irfft", "fft2", "rfft2", "irfft2", "fftn", "rfftn", "irfftn")
+    },
+    "unique": ("aten::unique", "aten::_unique", "aten::_unique2", "aten::unique_dim"),
+    "interpolate": tuple(
+        f"aten::{op}"
+        for op in (
+            "upsample_nearest1d",
+            "upsample_nearest2d",
+            "upsample_nearest3d",
+            "_upsample_nearest_exact1d",
+            "_upsample_nearest_exact2d",
+            "_upsample_nearest_exact3d",
+            "upsample_linear1d",
+            "upsample_bilinear2d",
+            "upsample_bicubic2d",
+            "upsample_trilinear3d",
+            "_upsample_bilinear2d_aa",
+            "_upsample_bicubic2d_aa",
+            "adaptive_avg_pool1d",
+            "adaptive_avg_pool2d",
+            "adaptive_avg_pool3d",
+        )
+    ),
+    "cross_entropy": ("aten::cross_entropy_loss",),
 }
 OPERATOR_OPS: dict[str, tuple[str, ...]] = {
     "aten::matmul": ("aten::matmul", "aten::mm", "aten::bmm"),
@@ -243,6 +277,28 @@ def _helper_reward(point: CallPoint, token: Token) -> float | None:
     return HELPER_REWARD * min(1.0, HELPER_OPS / len(point.runs))
 
 
+@cache
+def call_ops(name: str, variants: bool = True) -> tuple[str, ...]:
+    """The top-level ops a call of `name` runs, as a trace's tokens name them (`token_of` reads
+    ``aten::bmm`` and ``aten::mm`` as ``aten::matmul``: ``torch.bmm(...)`` predicts that), or its
+    namesake op; `variants`: its in-place and private namesakes too (``F.grouped_mm(...)`` is Python
+    that runs ``aten::_grouped_mm``)."""
+    found = CALL_OPS.get(name)
+    if found is None:
+        found = (f"aten::{name}", f"aten::{name}_", f"aten::_{name}") if variants else (f"aten::{name}",)
+    return _as_tokens(found)
+
+
+@cache
+def operator_ops(op: str) -> tuple[str, ...]:
+    """The ops an operator's op may record, as a trace's tokens name them (`call_ops`)."""
+    return _as_tokens(OPERATOR_OPS.get(op, (op,)))
+
+
+def _as_tokens(ops: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(OPERATOR_ALIASES.get(op, op) for op in ops))
+
+
 @lru_cache(maxsize=1 << 16)
 def predicted_ops(point: CallPoint) -> tuple[str, ...]:
     """The top-level ops `point` runs by name (empty for calls that run a block of their own)."""
@@ -250,11 +306,11 @@ def predicted_ops(point: CallPoint) -> tuple[str, ...]:
     if kind == CALL:
         if runs_no_op(point):
             return ()
-        # ``F.grouped_mm(...)`` is Python that runs ``aten::_grouped_mm``: a private op of its name
-        name = point.name
-        return CALL_OPS.get(name, (f"aten::{name}", f"aten::{name}_", f"aten::_{name}"))
+        if point.name == "apply" and point.receiver.lstrip("_")[:1].isupper():
+            return (point.receiver,)  # ``GeLUFunction.apply(x)``: an autograd Function records its class
+        return call_ops(point.name)
     if kind == OPERATOR:
-        return OPERATOR_OPS.get(point.name, (point.name,))
+        return operator_ops(point.name)
     if kind == GETITEM:
         return tuple(GETITEM_OPS)
     if kind == SETITEM:
@@ -910,8 +966,7 @@ class StacklessRanker:
                             key if function.owner in named else "",
                         )
                         for q, point in enumerate(expanded.program.points)
-                        if q not in expanded.inlined
-                        and hot_op in CALL_OPS.get(point.name, (f"aten::{point.name}",))
+                        if q not in expanded.inlined and hot_op in call_ops(point.name, variants=False)
                     )
             found = self._activations[hot_op] = list(dict.fromkeys(found))
         return found
@@ -1198,7 +1253,7 @@ class StacklessRanker:
             for name, receiver, via in function.calls:
                 for callee in self._callees(name, receiver, function, (*stack, id(function)), via):
                     if isinstance(callee, Binding):
-                        bag.update(CALL_OPS.get(callee.target, (f"aten::{callee.target}",)))
+                        bag.update(call_ops(callee.target, variants=False))
                     else:
                         bag |= self._bag(callee, depth - 1, (*stack, id(function)))
         found = frozenset(bag)
@@ -1916,7 +1971,7 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
                 func = child.func
                 callee = last_name(func)
                 if callee is not None:
-                    bag.update(CALL_OPS.get(callee, (f"aten::{callee}",)))
+                    bag.update(call_ops(callee, variants=False))
                     receiver = _sketch_receiver(func)
                     via = (
                         receiver_path(func.value)
@@ -1940,7 +1995,7 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
             elif isinstance(child, (ast.BinOp, ast.AugAssign)):
                 op = BINARY_OPS.get(type(child.op))
                 if op and not runs_on_numbers(child):
-                    bag.update(OPERATOR_OPS.get(op, (op,)))
+                    bag.update(operator_ops(op))
             elif isinstance(child, ast.UnaryOp) and type(child.op) in UNARY_OPS:
                 bag.add(UNARY_OPS[type(child.op)])
             elif isinstance(child, ast.Compare):
