@@ -274,7 +274,9 @@ def _helper_reward(point: CallPoint, token: Token) -> float | None:
     it: `HELPER_REWARD`, less the more ops the helper names past `HELPER_OPS`."""
     if token.kind != OP or point.runs is None or token.name not in point.runs:
         return None
-    return HELPER_REWARD * min(1.0, HELPER_OPS / len(point.runs))
+    reward = HELPER_REWARD * min(1.0, HELPER_OPS / len(point.runs))
+    # a view a helper may take is worth no more than one the source spells (a `VIEWS` point's)
+    return max(reward, QUIET_REWARD / 3) if token.name in QUIET_OPS else reward
 
 
 @cache
