@@ -202,9 +202,10 @@ OPERATOR_OPS: dict[str, tuple[str, ...]] = {
 # Costs: negative rewards a fit; the window outside the function's part is free.
 REWARD = -1.0  # an op the point predicts by name
 QUIET_REWARD = -0.3  # a view or scalar op the point predicts (they fit many places)
+VIEW_REWARD = QUIET_REWARD / 3  # a view an index spells (a `VIEWS` point's: one per index element)
 # an op a helper's call past `INLINE_DEPTH` may run (`CallPoint.runs`) when the helper names at most
 # `HELPER_OPS` ops, less when it names more (a whole model's forward names most); a quiet op no more
-# than a spelled view (`_helper_reward`)
+# than a spelled view (`VIEW_REWARD`)
 HELPER_REWARD = -0.4
 HELPER_OPS = 30
 BLOCK = 0.1  # an op absorbed by a call that runs a block of its own (a module, a helper)
@@ -273,12 +274,12 @@ def runs_a_block(point: CallPoint) -> bool:
 def _helper_reward(point: CallPoint, token: Token) -> float | None:
     """What an op of a helper's call not spliced in (`CallPoint.runs`) is worth, if the helper names
     it: `HELPER_REWARD`, less the more ops the helper names past `HELPER_OPS`; a quiet op (`QUIET_OPS`:
-    views, ``empty``, scalar reads) no more than a view the source spells (a `VIEWS` point's), or a
+    views, ``empty``, scalar reads) no more than a view the source spells (`VIEW_REWARD`), or a
     caller whose deep helper takes views outbids the function that spells them."""
     if token.kind != OP or point.runs is None or token.name not in point.runs:
         return None
     reward = HELPER_REWARD * min(1.0, HELPER_OPS / len(point.runs))
-    return max(reward, QUIET_REWARD / 3) if token.name in QUIET_OPS else reward
+    return max(reward, VIEW_REWARD) if token.name in QUIET_OPS else reward
 
 
 @cache
@@ -332,7 +333,7 @@ class StacklessCosts:
         if token.kind != OP:
             return None
         if point.kind == VIEWS:
-            return QUIET_REWARD / 3 if token.name in views_of(point) else None
+            return VIEW_REWARD if token.name in views_of(point) else None
         if (helper := _helper_reward(point, token)) is not None:
             return helper
         if token.name in predicted_ops(point):
@@ -349,7 +350,7 @@ class StacklessCosts:
     @staticmethod
     def repeat(point: CallPoint, token: Token) -> float | None:
         if point.kind == VIEWS:
-            return QUIET_REWARD / 3 if token.name in views_of(point) else None
+            return VIEW_REWARD if token.name in views_of(point) else None
         if (helper := _helper_reward(point, token)) is not None:
             return helper
         if (
