@@ -10,11 +10,9 @@ requantising helper takes views too."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+from tests.join.package_source import line_in
 from tracer.join.program import BY_NAME, CALL, VIEWS, CallPoint
 from tracer.join.stackless import STACKLESS
 from tracer.join.tokens import token_of
@@ -33,30 +31,23 @@ def test_a_view_a_helper_may_take_is_worth_no_more_than_one_the_source_spells(vi
     assert STACKLESS.match(helper, mul) < STACKLESS.match(spelled, token)
 
 
-def _line_in_sglang(module: str, needle: str) -> tuple[str, int]:
-    spec = importlib.util.find_spec("sglang")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("sglang is not installed")
-    path = Path(next(iter(spec.submodule_search_locations)), *module.split("/"))
-    lines = path.read_text().splitlines()
-    return f"sglang/{module}", next(i for i, text in enumerate(lines, 1) if needle in text)
+FP8_UTILS = "sglang/srt/layers/quantization/fp8_utils.py"
 
 
 @pytest.mark.parametrize("torch_version", ["torch2.13", "torch2.14"])
-def test_the_tiles_cast_is_not_the_dequantising_helpers(nostack_scores, torch_version: str) -> None:
-    file, cast = _line_in_sglang(
-        "srt/layers/quantization/fp8_utils.py", "x_dq_block = x_q_block.to(torch.float32)"
-    )
-    _, dequant = _line_in_sglang(
-        "srt/layers/quantization/fp8_utils.py",
-        "return (x_q_block.to(torch.float32) * x_scale_repeat).to(dtype)",
+def test_the_tiles_cast_is_not_the_dequantising_helpers(
+    nostack_scores, sglang_root, torch_version: str
+) -> None:
+    cast = line_in(sglang_root, FP8_UTILS, "x_dq_block = x_q_block.to(torch.float32)")
+    dequant = line_in(
+        sglang_root, FP8_UTILS, "return (x_q_block.to(torch.float32) * x_scale_repeat).to(dtype)"
     )
     score = nostack_scores(f"sglang/{torch_version}/fp8_helpers")
     assert score.truth_ns > 0
-    wrong = [w for w in score.wrong if w.truth == f"{file}:{cast}"]
+    wrong = [w for w in score.wrong if w.truth == f"{FP8_UTILS}:{cast}"]
     # was: every one of them said block_quant_dequant's cast (reached from requant_weight_ue8m0_inplace).
     # Still wrong: the second call's window, whose first half is block_quant_dequant's end, goes to
     # dequant_block_fp8_weight_to_bf16 (a like dequantisation in SGLang's ROCm kernels), as a ranking
-    assert not [w for w in wrong if w.said == f"{file}:{dequant}"], [(w.said, w.rows) for w in wrong]
+    assert not [w for w in wrong if w.said == f"{FP8_UTILS}:{dequant}"], [(w.said, w.rows) for w in wrong]
     assert all(w.confidence < 0.5 for w in wrong)
     assert score.rank1 >= 0.8  # was 0.78 (torch 2.13) and 0.75 (torch 2.14)
