@@ -262,11 +262,30 @@ def runs_no_op(point: CallPoint) -> bool:
     )
 
 
+# Python's builtins that iterate what they are given, called by their bare name (``torch.all(x)`` and
+# ``x.all()`` are ops): over tensors they run the elements' protocol only, as torch's profiler records
+# it (``bool(t)``: ``is_nonzero``; ``sum``: ``0 + t``; ``min``/``sorted``: ``t < u``), over Python values
+# nothing. A generator expression they are given runs its ops in its own frame.
+ITERATING_BUILTINS: dict[str, tuple[str, ...]] = {
+    "all": ("aten::is_nonzero",),
+    "any": ("aten::is_nonzero",),
+    "sum": ("aten::add",),
+    "min": ("aten::lt", "aten::is_nonzero"),
+    "max": ("aten::gt", "aten::is_nonzero"),
+    "sorted": ("aten::lt", "aten::is_nonzero"),
+}
+
+
+def iterates_values(point: CallPoint) -> bool:
+    """A call of a builtin of `ITERATING_BUILTINS` (``all(callable(f) for f in fns)``)."""
+    return point.kind == CALL and point.callee == BY_NAME and point.name in ITERATING_BUILTINS
+
+
 def runs_a_block(point: CallPoint) -> bool:
     """A call that may run any ops of its own (a module, a helper): not one that runs none
-    (`runs_no_op`), not torch's API called on a tensor or module (``x.to(...)``,
-    ``torch.cat(...)``, ``F.silu(...)`` run their op)."""
-    if point.kind != CALL or runs_no_op(point):
+    (`runs_no_op`), not a builtin that iterates (`ITERATING_BUILTINS`), not torch's API called on a
+    tensor or module (``x.to(...)``, ``torch.cat(...)``, ``F.silu(...)`` run their op)."""
+    if point.kind != CALL or runs_no_op(point) or iterates_values(point):
         return False
     return not (point.callee == BY_ATTRIBUTE and point.name in TORCH_API)
 
@@ -313,6 +332,8 @@ def predicted_ops(point: CallPoint) -> tuple[str, ...]:
             return ()
         if point.name == "apply" and point.receiver.lstrip("_")[:1].isupper():
             return (point.receiver,)  # ``GeLUFunction.apply(x)``: an autograd Function records its class
+        if iterates_values(point):
+            return ITERATING_BUILTINS[point.name]
         return call_ops(point.name)
     if kind == OPERATOR:
         return operator_ops(point.name)
@@ -359,6 +380,8 @@ class StacklessCosts:
             and token.name in FROM_DATA_CALLS.get(point.name, ())
         ):
             return QUIET_REWARD  # another op of ``torch.tensor(data)``'s (one ``to`` at most)
+        if iterates_values(point) and token.name in ITERATING_BUILTINS[point.name]:
+            return QUIET_REWARD / 3  # the next element's
         return BLOCK if token.kind == OP and runs_a_block(point) else None
 
     @staticmethod
@@ -370,7 +393,11 @@ class StacklessCosts:
         """Without frames every op shows: a torch call or a tensor operator that ran nothing is
         evidence against the path that skips it (numbers and types run none)."""
         if point.kind == CALL:
-            if runs_no_op(point) or (point.callee == BY_ATTRIBUTE and point.name in NOTHING_TO_DO_METHODS):
+            if (
+                runs_no_op(point)
+                or iterates_values(point)  # (most often over Python values: no op)
+                or (point.callee == BY_ATTRIBUTE and point.name in NOTHING_TO_DO_METHODS)
+            ):
                 return 0.05
             return 0.3 if runs_a_block(point) else SKIPPED_OP
         if point.kind == OPERATOR:
