@@ -21,6 +21,7 @@ whose attribute sits on a later line than its receiver is located on the attribu
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -109,6 +110,13 @@ TYPE_NAMES = frozenset(
         "memoryview",
         "bytearray",
     }
+)
+# Python's exceptions: raising one runs no tensor op (``raise ValueError(f"...")``; a tensor in its
+# message runs its ops in the argument, as any argument does)
+EXCEPTION_NAMES = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException)
 )
 # Python's builtins that read what they are given and run no tensor op (``isinstance(x, str)``,
 # ``hasattr(m, "bias")``, ``len(x)``: a tensor's length is its size, no op).
@@ -956,7 +964,7 @@ def _callee(func: ast.AST, scope: Scope) -> tuple[str, str]:
     """(how the callee is named, its name) of a call's function expression."""
     if isinstance(func, ast.Name):
         name = func.id
-        if name in TYPE_NAMES:
+        if name in TYPE_NAMES or name in EXCEPTION_NAMES:
             return BY_TYPE, name
         if name in scope.local_names:
             return BY_LOCAL, name
