@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 
 from tracer.join.program import CALL, OPERATOR, CallPoint, ModulePrograms, runs_on_numbers
-from tracer.join.stackless import STACKLESS
+from tracer.join.stackless import STACKLESS, runs_a_block, runs_no_op
 
 POOL = """
 class Pool:
@@ -97,6 +97,27 @@ def test_what_a_config_holds_is_a_python_value() -> None:
         "aten::add",
         "aten::add",
     ]
+
+
+RAISING = """
+def seq_length(layers, index):
+    if index != 0:
+        raise ValueError(f"layer {index} tracks no length")
+    try:
+        return layers[index].shape[0]
+    except IndexError:
+        raise RuntimeError("no layer") from None
+"""
+
+
+def test_raising_a_builtin_exception_runs_no_op() -> None:
+    programs = ModulePrograms(ast.parse(RAISING), STACKLESS.skip)
+    line = next(line for line, name, _ in programs.functions() if name == "seq_length")
+    program = programs.program(line, "seq_length")
+    assert program is not None
+    raised = [p for p in program.points if p.kind == CALL and p.name in ("ValueError", "RuntimeError")]
+    # (a block that may run any op took the generate loop's ``aten::eq`` into Cache.get_seq_length)
+    assert len(raised) == 2 and all(runs_no_op(p) and not runs_a_block(p) for p in raised)
 
 
 def test_python_arithmetic_names_no_op() -> None:
