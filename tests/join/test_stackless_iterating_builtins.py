@@ -8,8 +8,11 @@ went to it (1.1% of the transformers torch 2.14 corpus's truth time)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.join.package_source import line_in
 from tracer.join.program import BY_ATTRIBUTE, BY_NAME, CALL, CallPoint
 from tracer.join.stackless import (
     ITERATING_BUILTINS,
@@ -71,3 +74,25 @@ def test_torch_all_is_still_an_op() -> None:
         CallPoint(1, 0, CALL, "all", callee=BY_ATTRIBUTE)
     )  # torch.all(x), x.all()
     assert "aten::sum" in predicted_ops(CallPoint(1, 0, CALL, "sum", callee=BY_ATTRIBUTE))
+
+
+def test_the_generate_loop_is_not_the_mask_check(nostack_scores) -> None:
+    """transformers' Qwen2 generate on CPU (torch 2.14; the corpus's, its truth from CallFrom), every
+    frame stripped: the generate loop's ops (``generation/utils.py``: ``unfinished_sequences =
+    torch.ones(...)``, ``input_ids.clone(...)``, the check ``(model_kwargs["attention_mask"] ==
+    1).all()``) went to ``and_masks``'s ``if not all(callable(arg) for arg in mask_functions):``
+    (7 rows, 2.0% of the trace's truth time, on the device's run of `d45958f`); none does now."""
+    import transformers
+
+    package = Path(transformers.__file__).parent.parent
+    line = line_in(
+        package, "transformers/masking_utils.py", "if not all(callable(arg) for arg in mask_functions)"
+    )
+    score = nostack_scores("transformers/torch2.14/qwen2_generate")
+    assert score.truth_ns > 0
+    taken = [
+        w
+        for w in score.wrong
+        if w.said == f"transformers/masking_utils.py:{line}" and "generation/" in w.truth
+    ]
+    assert not taken, [(w.truth, w.rows) for w in taken]
