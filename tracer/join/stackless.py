@@ -381,7 +381,7 @@ class StacklessCosts:
         ):
             return QUIET_REWARD  # another op of ``torch.tensor(data)``'s (one ``to`` at most)
         if iterates_values(point) and token.name in ITERATING_BUILTINS[point.name]:
-            return QUIET_REWARD / 3  # the next element's
+            return VIEW_REWARD  # the next element's
         return BLOCK if token.kind == OP and runs_a_block(point) else None
 
     @staticmethod
