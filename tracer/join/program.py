@@ -155,6 +155,10 @@ class CallPoint:
     # a method call's receiver, where its type may be known: ``cache.update`` "cache",
     # ``self.cache.update`` "self.cache", ``self.layers[i].update`` "self.layers[]"; else ""
     receiver: str = ""
+    # a call of a local name (a parameter, a loop's item): its positional arguments' names where
+    # every one is a name and there are at least two (``mask(batch_idx, head_idx, q_idx, kv_idx)``),
+    # to find what a callable given as a value may be by its parameters (`callback_arguments`)
+    arguments: tuple[str, ...] = ()
 
     @property
     def location(self) -> str:
@@ -634,6 +638,7 @@ class _Builder:
             dtype=dtype,
             device_only=device_only,
             receiver=receiver,
+            arguments=callback_arguments(node) if callee == BY_LOCAL else (),
         )
         return self.point(s, point)
 
@@ -945,6 +950,25 @@ def _is_device_like(node: ast.AST) -> bool:
     if isinstance(node, ast.Name) and "device" in node.id:
         return True
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "device"
+
+
+MIN_CALLBACK_ARGUMENTS = 2  # fewer names say too little of what a callable given as a value is
+
+
+def callback_arguments(node: ast.Call) -> tuple[str, ...]:
+    """The names a call passes as its positional arguments, where each is a name and there are at
+    least `MIN_CALLBACK_ARGUMENTS` (``criteria(input_ids, scores, **kwargs)``); else ()."""
+    names = tuple(a.id for a in node.args if isinstance(a, ast.Name))
+    return names if len(names) == len(node.args) >= MIN_CALLBACK_ARGUMENTS else ()
+
+
+def positional_parameters(node: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> tuple[str, ...]:
+    """The names of a function's positional parameters that take no default (a method's without
+    its first, ``self``), and those that do after them: ``(input_ids, scores)`` of
+    ``def __call__(self, input_ids, scores, **kwargs)``."""
+    arguments = node.args
+    names = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+    return tuple(names[1:] if method and names else names)
 
 
 def receiver_path(node: ast.AST) -> str:

@@ -554,6 +554,7 @@ class _SourceFile:
     bindings: ModuleBindings | None = None
     lambdas: dict[int, _Function | None] = field(default_factory=dict)
     frames: dict[tuple[int, str], _Function | None] = field(default_factory=dict)  # comprehensions'
+    callbacks: dict[tuple[str, ...], list[_Function]] = field(default_factory=dict)  # `_callbacks`
 
 
 @dataclass(eq=False)
@@ -571,6 +572,9 @@ class _Function:
     calls: tuple[tuple[str, str, str], ...]
     bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # its names' (and closure's)
     abstract: bool = False  # its body only says it is to be overridden (``...``, NotImplementedError)
+    # its positional parameters (a method's without ``self``) and how many take no default
+    parameters: tuple[str, ...] = ()
+    required: int = 0
 
     def program(self) -> Program | None:
         return self.file.programs.program(self.line, self.name) if self.file.programs is not None else None
@@ -592,6 +596,7 @@ class _Expanded:
 INLINE_DEPTH = 2  # helpers of helpers
 MAX_CALLEES = 3  # alternatives spliced in for one call (``self.act = A() if ... else B()``)
 MAX_REGISTRY_CALLEES = 8  # ... for a call of what a table of functions holds (every attention backend)
+MAX_CALLBACKS = 12  # functions a callable given as a value may be, by its parameters (more: none)
 MAX_DEFINING_FILES = 3  # a class or function defined in more files than this is not looked up by name
 # How a call names what it runs, for `StacklessRanker._callees`.
 SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
@@ -1344,6 +1349,10 @@ class StacklessRanker:
                     lines = bindings.lambda_arguments.get((point.line, point.col), ())
                     passed = tuple(f for at in lines if (f := self._lambda(function.file, at)) is not None)
                     callees = (*callees, *passed)
+            if not callees and point.arguments:  # a callable given as a value: by its parameters
+                callees = tuple(
+                    f for f in self._callbacks(function.file, point.arguments) if f is not function
+                )
             if not callees and point.callee == BY_NAME and self._is_record(point.name):
                 points[p] = replace(point, callee=BY_TYPE)  # a dataclass built: its fields, no op
                 continue
@@ -1612,6 +1621,26 @@ class StacklessRanker:
                 functions = [self._function(value, home) for value in names]
                 self._registries[key] = list(dict.fromkeys(f for f in functions if f is not None))
         return self._registries[key]
+
+    def _callbacks(self, source_file: _SourceFile, arguments: tuple[str, ...]) -> list[_Function]:
+        """What a call of a name the source binds to nothing (a parameter, a loop's item: a callable
+        given as a value) may run, by the names it passes (`CallPoint.arguments`): the functions and
+        ``__call__`` / ``forward`` methods of its own file whose positional parameters are those
+        names, in order (``criteria(input_ids, scores, **kwargs)``: each stopping criterion's
+        ``__call__(self, input_ids, scores, **kwargs)``); none past `MAX_CALLBACKS`."""
+        found = source_file.callbacks.get(arguments)
+        if found is None:
+            n = len(arguments)
+            found = [
+                f
+                for f in source_file.functions
+                if f.required <= n <= len(f.parameters)
+                and f.parameters[:n] == arguments
+                and (f.owner is None or f.name in MODULE_CALLS)
+                and not f.abstract
+            ]
+            found = source_file.callbacks[arguments] = found if len(found) <= MAX_CALLBACKS else []
+        return found
 
     def _frame(self, caller: _Function, point: CallPoint) -> _Function | None:
         """The program of the comprehension or generator expression at `point` of `caller`, as a
@@ -1984,6 +2013,7 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
         UNARY_OPS,
         is_size_value,
         own_nodes,
+        positional_parameters,
         runs_on_numbers,
     )
 
@@ -2043,6 +2073,11 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
             if isinstance(node, ast.Module)
             else bindings.functions.get(id(node), {})
         )
+        parameters: tuple[str, ...] = ()
+        required = 0
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            parameters = positional_parameters(node, method=owner is not None)
+            required = len(parameters) - len(node.args.defaults)
         sketches.append(
             _Function(
                 source_file,
@@ -2053,6 +2088,8 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
                 tuple(dict.fromkeys(calls)),
                 scope,
                 abstract=_is_abstract(node),
+                parameters=parameters,
+                required=required,
             )
         )
     return sketches
