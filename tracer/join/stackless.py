@@ -597,6 +597,7 @@ INLINE_DEPTH = 2  # helpers of helpers
 MAX_CALLEES = 3  # alternatives spliced in for one call (``self.act = A() if ... else B()``)
 MAX_REGISTRY_CALLEES = 8  # ... for a call of what a table of functions holds (every attention backend)
 MAX_CALLBACKS = 12  # functions a callable given as a value may be, by its parameters (more: none)
+MAX_CALLBACK_POINTS = 16  # ... each of at most this many points of its own (spliced into every such call)
 MAX_DEFINING_FILES = 3  # a class or function defined in more files than this is not looked up by name
 # How a call names what it runs, for `StacklessRanker._callees`.
 SELF, SUPER, NAME, ATTRIBUTE, PROPERTY_READ, ELEMENT = (
@@ -1638,6 +1639,8 @@ class StacklessRanker:
                 and f.parameters[:n] == arguments
                 and (f.owner is None or f.name in MODULE_CALLS)
                 and not f.abstract
+                and (expanded := self._expand(f, 0)) is not None
+                and len(expanded.program.points) <= MAX_CALLBACK_POINTS
             ]
             found = source_file.callbacks[arguments] = found if len(found) <= MAX_CALLBACKS else []
         return found
