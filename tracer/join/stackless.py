@@ -1324,6 +1324,7 @@ class StacklessRanker:
         inlined: set[int] = set()
         # the calls of helpers not spliced in: (point, helper, the depth left for it)
         beyond: list[tuple[int, _Function, int]] = []
+        pending: list[tuple] = []  # helpers that may be spliced in: (u, v, point, helper, its program, ...)
         for u, v, p in program.consume:
             point = program.points[p]
             forced = (function.file.name, point.line, point.col, point.name) in opened
@@ -1390,24 +1391,32 @@ class StacklessRanker:
                         inlined.add(len(points) - 1)
                     continue
                 inner = self._expand(callee, max(deeper, 0), (*stack, id(function)), opened)
-                too_big = inner is not None and len(points) + len(inner.program.points) > MAX_INLINED_POINTS
-                if inner is None or (too_big and not forced):
+                if inner is None:
                     beyond.append((p, callee, max(deeper, 0)))
                     continue
-                sub, shift, state_shift = inner.program, len(points), n
-                points.extend(sub.points)
-                files.extend(inner.files)
-                functions.extend(inner.functions)
-                eps.extend((a + state_shift, b + state_shift, c) for a, b, c in sub.eps)
-                consume.extend((a + state_shift, b + state_shift, q + shift) for a, b, q in sub.consume)
-                repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
-                eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
-                eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
-                if callee in passed:
-                    eps.append((sub.exit + state_shift, sub.entry + state_shift, 0.0))
-                n += sub.n_states
-                inlined.add(p)
-                inlined.update(q + shift for q in inner.inlined)
+                pending.append((u, v, p, callee, inner, forced, callee in passed, max(deeper, 0)))
+        # the helpers spliced in, smallest first, while the program stays under the cap: a larger
+        # helper of a long function (``_sample``) is the one left a block, not those called after it
+        for u, v, p, callee, inner, forced, is_passed, below in sorted(
+            pending, key=lambda item: len(item[4].program.points)
+        ):
+            if len(points) + len(inner.program.points) > MAX_INLINED_POINTS and not forced:
+                beyond.append((p, callee, below))
+                continue
+            sub, shift, state_shift = inner.program, len(points), n
+            points.extend(sub.points)
+            files.extend(inner.files)
+            functions.extend(inner.functions)
+            eps.extend((a + state_shift, b + state_shift, c) for a, b, c in sub.eps)
+            consume.extend((a + state_shift, b + state_shift, q + shift) for a, b, q in sub.consume)
+            repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
+            eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
+            eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
+            if is_passed:
+                eps.append((sub.exit + state_shift, sub.entry + state_shift, 0.0))
+            n += sub.n_states
+            inlined.add(p)
+            inlined.update(q + shift for q in inner.inlined)
         # a call of a helper not spliced in (past the depth, or too big) rewards the ops the helper
         # and its callees name: judged as a block of unknown ops, a caller saw less of the window
         # than a function a call nearer the leaves and lost to it (`MixtralForCausalLM.forward`'s
