@@ -962,13 +962,16 @@ def callback_arguments(node: ast.Call) -> tuple[str, ...]:
     return names if len(names) == len(node.args) >= MIN_CALLBACK_ARGUMENTS else ()
 
 
-def positional_parameters(node: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> tuple[str, ...]:
-    """The names of a function's positional parameters that take no default (a method's without
-    its first, ``self``), and those that do after them: ``(input_ids, scores)`` of
-    ``def __call__(self, input_ids, scores, **kwargs)``."""
+def positional_parameters(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, method: bool
+) -> tuple[tuple[str, ...], int]:
+    """The names of a function's positional parameters (a method's without its first, ``self``)
+    and how many of them take no default: ``((input_ids, scores), 2)`` of ``def __call__(self,
+    input_ids, scores, **kwargs)``."""
     arguments = node.args
     names = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
-    return tuple(names[1:] if method and names else names)
+    parameters = tuple(names[1:] if method and names else names)
+    return parameters, len(parameters) - len(arguments.defaults)
 
 
 def receiver_path(node: ast.AST) -> str:

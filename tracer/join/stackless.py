@@ -2088,8 +2088,7 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
         parameters: tuple[str, ...] = ()
         required = 0
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            parameters = positional_parameters(node, method=owner is not None)
-            required = len(parameters) - len(node.args.defaults)
+            parameters, required = positional_parameters(node, method=owner is not None)
         sketches.append(
             _Function(
                 source_file,
