@@ -593,6 +593,21 @@ class _Expanded:
     inlined: frozenset[int] = frozenset()  # calls whose helper is spliced in: the helper's lines answer
 
 
+@dataclass(frozen=True)
+class _Splice:
+    """A helper `StacklessRanker._expand` may splice in at a call: the states the call's point joins,
+    the point, the helper and its own expanded program."""
+
+    u: int
+    v: int
+    point: int
+    helper: _Function
+    expanded: _Expanded
+    forced: bool  # the call is opened: spliced in past the size cap
+    passed: bool  # a lambda the call is given: it may run any number of times
+    depth: int  # the depth left for the helper's own helpers
+
+
 INLINE_DEPTH = 2  # helpers of helpers
 MAX_CALLEES = 3  # alternatives spliced in for one call (``self.act = A() if ... else B()``)
 MAX_REGISTRY_CALLEES = 8  # ... for a call of what a table of functions holds (every attention backend)
@@ -1324,7 +1339,7 @@ class StacklessRanker:
         inlined: set[int] = set()
         # the calls of helpers not spliced in: (point, helper, the depth left for it)
         beyond: list[tuple[int, _Function, int]] = []
-        pending: list[tuple] = []  # helpers that may be spliced in: (u, v, point, helper, its program, ...)
+        pending: list[_Splice] = []  # helpers that may be spliced in
         for u, v, p in program.consume:
             point = program.points[p]
             forced = (function.file.name, point.line, point.col, point.name) in opened
@@ -1394,14 +1409,13 @@ class StacklessRanker:
                 if inner is None:
                     beyond.append((p, callee, max(deeper, 0)))
                     continue
-                pending.append((u, v, p, callee, inner, forced, callee in passed, max(deeper, 0)))
+                pending.append(_Splice(u, v, p, callee, inner, forced, callee in passed, max(deeper, 0)))
         # the helpers spliced in, smallest first, while the program stays under the cap: a larger
         # helper of a long function (``_sample``) is the one left a block, not those called after it
-        for u, v, p, callee, inner, forced, is_passed, below in sorted(
-            pending, key=lambda item: len(item[4].program.points)
-        ):
-            if len(points) + len(inner.program.points) > MAX_INLINED_POINTS and not forced:
-                beyond.append((p, callee, below))
+        for splice in sorted(pending, key=lambda s: len(s.expanded.program.points)):
+            inner = splice.expanded
+            if len(points) + len(inner.program.points) > MAX_INLINED_POINTS and not splice.forced:
+                beyond.append((splice.point, splice.helper, splice.depth))
                 continue
             sub, shift, state_shift = inner.program, len(points), n
             points.extend(sub.points)
@@ -1410,12 +1424,12 @@ class StacklessRanker:
             eps.extend((a + state_shift, b + state_shift, c) for a, b, c in sub.eps)
             consume.extend((a + state_shift, b + state_shift, q + shift) for a, b, q in sub.consume)
             repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
-            eps.append((u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
-            eps.append((sub.exit + state_shift, v, 0.0))  # ... and returns after the call
-            if is_passed:
+            eps.append((splice.u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
+            eps.append((sub.exit + state_shift, splice.v, 0.0))  # ... and returns after the call
+            if splice.passed:
                 eps.append((sub.exit + state_shift, sub.entry + state_shift, 0.0))
             n += sub.n_states
-            inlined.add(p)
+            inlined.add(splice.point)
             inlined.update(q + shift for q in inner.inlined)
         # a call of a helper not spliced in (past the depth, or too big) rewards the ops the helper
         # and its callees name: judged as a block of unknown ops, a caller saw less of the window
