@@ -1350,6 +1350,8 @@ class StacklessRanker:
                     ):
                         if not isinstance(callee, Binding):
                             beyond.append((p, callee, 0))
+                        elif callee.target == ACTIVATION:  # the activation's line answers, not the call's
+                            inlined.add(p)
                 continue
             receiver = self._receiver(point, function)
             passed: tuple = ()  # lambdas the call is given: it may run each, any number of times
@@ -1398,8 +1400,8 @@ class StacklessRanker:
                     files.append(function.file.name)
                     functions.append(qualified)
                     consume.append((u, v, len(points) - 1))
-                    if callee.target in _LAYER_OPS:  # a torch.nn layer runs that op, not another:
-                        inlined.add(p)  # its point answers, not the call's (which fits any op)
+                    if callee.target in _LAYER_OPS or callee.target == ACTIVATION:  # a torch.nn layer
+                        inlined.add(p)  # runs that op, not another: its point answers, not the call's
                     if callee.target == ACTIVATION:
                         # which activation's forward runs it depends on the config: the ops
                         # around fit the caller, the op's own line is the activation's
