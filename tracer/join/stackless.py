@@ -1400,12 +1400,12 @@ class StacklessRanker:
                     files.append(function.file.name)
                     functions.append(qualified)
                     consume.append((u, v, len(points) - 1))
-                    if callee.target in _LAYER_OPS or callee.target == ACTIVATION:  # a torch.nn layer
-                        inlined.add(p)  # runs that op, not another: its point answers, not the call's
-                    if callee.target == ACTIVATION:
-                        # which activation's forward runs it depends on the config: the ops
-                        # around fit the caller, the op's own line is the activation's
-                        inlined.add(len(points) - 1)
+                    if callee.target == ACTIVATION:  # (as past the depth, above) one of torch's
+                        # activations, the one the config picks: the ops around fit the caller, the
+                        # op's own line is the activation's
+                        inlined.update((p, len(points) - 1))
+                    elif callee.target in _LAYER_OPS:  # a torch.nn layer runs that op, not
+                        inlined.add(p)  # another: its point answers, not the call's
                     continue
                 inner = self._expand(callee, max(deeper, 0), (*stack, id(function)), opened)
                 if inner is None:
