@@ -3,6 +3,7 @@
     PYTHONPATH=. python3 bench/accuracy.py                      # every family, all modes
     PYTHONPATH=. python3 bench/accuracy.py --families zoo --groups 'if_else*,partial_to' --by-group
     PYTHONPATH=. python3 bench/accuracy.py --json out.json      # everything, machine-readable
+    PYTHONPATH=. python3 bench/accuracy.py --modes nostack --compare bench/baselines/corpus.json
 
 Modes: ``stack`` = the join with Python frames but CallFrom ignored (the torch < 2.14 form);
 ``callfrom`` = the join using CallFrom (torch >= 2.14 traces only); ``nostack`` = every
@@ -167,6 +168,56 @@ def wrong_table(results: list[TraceResult], mode: str, limit: int) -> Table | No
     return table
 
 
+# the share a mode is judged by, per trace (`Score.to_dict`'s keys): rank 1 without stacks, else accuracy
+HEADLINE = {"nostack": "rank1", "stack": "accuracy", "callfrom": "accuracy"}
+MOVED = 0.001  # a trace's share that moved less than this (0.1 point) did not move
+
+
+def compare_table(results: list[TraceResult], base: dict, mode: str) -> tuple[Table, str] | None:
+    """Each trace of this run whose headline share (`HEADLINE`) moved against `base` (a ``--json``
+    document, or a baseline of `bench/baselines/`), and a line of the totals over the traces both
+    scored; None when `base` holds no trace of this run in `mode`."""
+    key = HEADLINE[mode]
+    then_by_name = {
+        name: scores[mode]
+        for name, scores in base["traces"].items()
+        if isinstance(scores, dict)
+        and isinstance(scores.get(mode), dict)
+        and isinstance(scores[mode].get("truth_ns"), int)
+        and isinstance(scores[mode].get(key), (float, int, type(None)))
+    }
+    pairs = [
+        (r.trace.name, then_by_name[r.trace.name], r.scores[mode].to_dict())
+        for r in results
+        if mode in r.scores and r.trace.name in then_by_name
+    ]
+    pairs = [(name, then, now) for name, then, now in pairs if then["truth_ns"] and now["truth_ns"]]
+    if not pairs:
+        return None
+    table = Table(title=f"{mode}: {key} per trace against {base.get('commit', 'the base')} (moved only)")
+    for column in ("trace", "then", "now", "change"):
+        table.add_column(column, justify="left" if column == "trace" else "right")
+    up = down = 0
+    totals = {"then": 0.0, "now": 0.0, "then_ns": 0, "now_ns": 0}
+    for name, then, now in sorted(pairs):
+        a, b = then[key] or 0.0, now[key] or 0.0
+        totals["then"] += a * then["truth_ns"]
+        totals["now"] += b * now["truth_ns"]
+        totals["then_ns"] += then["truth_ns"]
+        totals["now_ns"] += now["truth_ns"]
+        if abs(b - a) >= MOVED:
+            up, down = up + (b > a), down + (b < a)
+            table.add_row(name, pct(a), pct(b), f"{100 * (b - a):+.1f}")
+    then_total = totals["then"] / totals["then_ns"]
+    now_total = totals["now"] / totals["now_ns"]
+    missing = len(then_by_name) - len(pairs)
+    summary = (
+        f"{mode}: {len(pairs)} trace(s) in both: {key} {then_total:.1%} -> {now_total:.1%} ({up} up, {down} down)"
+        + (f"; {missing} of the base's traces not scored in this run" if missing else "")
+    )
+    return table, summary
+
+
 def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]], modes: list[str]) -> str:
     """The figures as markdown tables (what bench/ACCURACY.md records)."""
     lines = [
@@ -239,6 +290,19 @@ def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]
     return "\n".join(lines)
 
 
+def _commit() -> str | None:
+    """The repository's commit, short (None outside a git checkout)."""
+    import subprocess
+
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return found.stdout.strip() or None
+
+
 def _score(args: tuple) -> TraceResult:
     trace, modes, rows = args
     return score_trace(trace, modes, rows=rows)
@@ -261,9 +325,26 @@ def main(argv: list[str] | None = None) -> int:
         "--markdown", help="write the family figures and wrong >= 0.9 answers as markdown here"
     )
     parser.add_argument("--json", help="write every figure as JSON to this file ('-' = stdout)")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="a --json file (or bench/baselines/*.json) to compare each trace's figures with",
+    )
     args = parser.parse_args(argv)
     families = args.families.split(",") if args.families else None
     modes = [m for m in args.modes.split(",") if m]
+    base = None
+    if args.compare is not None:
+        try:
+            base = json.loads(args.compare.read_text())
+        except (OSError, ValueError) as error:
+            print(f"{args.compare}: not a JSON document of bench/accuracy.py: {error}", file=sys.stderr)
+            return 2
+        if not isinstance(base, dict) or not isinstance(base.get("traces"), dict):
+            print(
+                f"{args.compare}: no 'traces' object (bench/accuracy.py --json writes one)", file=sys.stderr
+            )
+            return 2
     traces = find_corpus(args.corpus, families)
     if args.groups:
         patterns = args.groups.split(",")
@@ -311,6 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     for mode in ("stack", "callfrom"):
         if mode in modes and (table := wrong_table(results, mode, args.wrong)) is not None:
             console.print(table)
+    if base is not None:
+        for mode in modes:
+            if (compared := compare_table(results, base, mode)) is not None:
+                if compared[0].row_count:  # some trace moved
+                    console.print(compared[0])
+                console.print(compared[1], soft_wrap=True)
+            else:
+                console.print(f"[yellow]{args.compare}: no trace of this run scored in {mode} mode[/yellow]")
     stale = sorted({f"{r.trace.name}: {', '.join(r.stale)}" for r in results if r.stale})
     for line in stale:
         console.print(f"[yellow]stale: {line} changed since the trace was recorded[/yellow]")
@@ -319,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.markdown).write_text(markdown(results, by_family, modes) + "\n")
     if args.json:
         document = {
+            "commit": _commit(),
             "families": {
                 f"{k[0]}/{k[1]}": {m: s.to_dict() for m, s in v.items()} for k, v in by_family.items()
             },

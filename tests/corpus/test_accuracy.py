@@ -197,3 +197,63 @@ def test_bench_reports_the_holdout_halves_apart(tmp_path: Path, capsys) -> None:
     phi = document["traces"]["transformers/torch2.13/phi_forward"]["stack"]
     dev = halves["transformers hold-out dev/torch2.13"]["stack"]
     assert dev["truth_ns"] > phi["truth_ns"]  # phi's generate trace counts too
+
+
+def test_bench_compares_each_trace_with_a_baseline(tmp_path: Path, capsys) -> None:
+    """`--compare FILE` prints each trace whose no-stack rank 1 moved against a `--json` document or a
+    baseline of `bench/baselines/` (main's per-trace figures, kept in the repository), and the totals
+    over the traces both scored."""
+    import runpy
+
+    root = Path(__file__).resolve().parents[2]
+    baseline = json.loads((root / "bench" / "baselines" / "corpus.json").read_text())
+    assert baseline["commit"] and len(baseline["traces"]) >= 150
+    ternary = "zoo/torch2.13/ternary"
+    assert baseline["traces"][ternary]["nostack"]["rank1"] > 0.5
+    baseline["traces"][ternary]["nostack"]["rank1"] = 0.5  # as if this trace had moved since
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(baseline))
+    module = runpy.run_path(str(root / "bench" / "accuracy.py"))
+    argv = ["--families", "zoo", "--groups", "ternary", "--modes", "nostack", "--compare", str(base)]
+    assert module["main"](argv) == 0
+    printed = capsys.readouterr().out
+    assert "nostack: rank1 per trace against 9737146" in printed
+    row = next(line for line in printed.splitlines() if ternary in line)
+    assert "50.0%" in row
+    assert "nostack: 2 trace(s) in both" in printed  # torch 2.13's and 2.14's
+    assert f"{len(baseline['traces']) - 2} of the base's traces not scored in this run" in printed
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"traces": {', "not a JSON document of bench/accuracy.py"),  # truncated
+        ('[{"traces": {}}]', "no 'traces' object"),
+        ('{"families": {}}', "no 'traces' object"),
+    ],
+)
+def test_bench_refuses_a_baseline_it_cannot_read(tmp_path: Path, capsys, text: str, said: str) -> None:
+    import runpy
+
+    bad = tmp_path / "base.json"
+    bad.write_text(text)
+    module = runpy.run_path(str(Path(__file__).resolve().parents[2] / "bench" / "accuracy.py"))
+    assert module["main"](["--families", "zoo", "--groups", "ternary", "--compare", str(bad)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"{bad}: {said}") and "\n" not in error
+
+
+def test_bench_skips_a_baseline_s_entries_it_cannot_read(tmp_path: Path, capsys) -> None:
+    """A trace's entry without the figures compared is left out, and said to be: no traceback."""
+    import runpy
+
+    base = tmp_path / "base.json"
+    traces = {
+        "zoo/torch2.13/ternary": {"nostack": {"truth_ns": 10, "rank1": 0.25}},
+        "zoo/torch2.14/ternary": {"nostack": {"rank1": "high"}},
+    }
+    base.write_text(json.dumps({"commit": "abc1234", "traces": traces}))
+    module = runpy.run_path(str(Path(__file__).resolve().parents[2] / "bench" / "accuracy.py"))
+    argv = ["--families", "zoo", "--groups", "ternary", "--modes", "nostack", "--compare", str(base)]
+    assert module["main"](argv) == 0
+    assert "nostack: 1 trace(s) in both" in capsys.readouterr().out
