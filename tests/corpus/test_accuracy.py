@@ -244,7 +244,7 @@ def test_bench_refuses_a_baseline_it_cannot_read(tmp_path: Path, capsys, text: s
 
 
 def test_bench_skips_a_baseline_s_entries_it_cannot_read(tmp_path: Path, capsys) -> None:
-    """A trace's entry without the figures compared is left out, and said to be: no traceback."""
+    """A trace's entry without the figures compared is left out of the comparison: no traceback."""
     import runpy
 
     base = tmp_path / "base.json"
