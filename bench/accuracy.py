@@ -198,18 +198,17 @@ def compare_table(results: list[TraceResult], base: dict, mode: str) -> tuple[Ta
     for column in ("trace", "then", "now", "change"):
         table.add_column(column, justify="left" if column == "trace" else "right")
     up = down = 0
-    totals = {"then": 0.0, "now": 0.0, "then_ns": 0, "now_ns": 0}
     for name, then, now in sorted(pairs):
         a, b = then[key] or 0.0, now[key] or 0.0
-        totals["then"] += a * then["truth_ns"]
-        totals["now"] += b * now["truth_ns"]
-        totals["then_ns"] += then["truth_ns"]
-        totals["now_ns"] += now["truth_ns"]
         if abs(b - a) >= MOVED:
             up, down = up + (b > a), down + (b < a)
             table.add_row(name, pct(a), pct(b), f"{100 * (b - a):+.1f}")
-    then_total = totals["then"] / totals["then_ns"]
-    now_total = totals["now"] / totals["now_ns"]
+
+    def total(side: int) -> float:  # the share over the traces both hold, weighted by truth time
+        scores = [pair[side] for pair in pairs]
+        return sum((s[key] or 0.0) * s["truth_ns"] for s in scores) / sum(s["truth_ns"] for s in scores)
+
+    then_total, now_total = total(1), total(2)
     missing = len(then_by_name) - len(pairs)
     summary = (
         f"{mode}: {len(pairs)} trace(s) in both: {key} {then_total:.1%} -> {now_total:.1%} ({up} up, {down} down)"
