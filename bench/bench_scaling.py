@@ -22,6 +22,7 @@ import argparse
 import compileall
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -47,6 +48,13 @@ def baseline_tree(ref: str, into: Path) -> Path:
     ).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
+    return into
+
+
+def working_tree(into: Path) -> Path:
+    """This tree's package as it is now (uncommitted changes too), copied to `into`."""
+    for part in ("tracer", "rules"):
+        shutil.copytree(REPO / part, into / part, ignore=shutil.ignore_patterns("__pycache__"))
     return into
 
 
@@ -199,7 +207,10 @@ def main() -> None:
                 f"built {trace.name}: {built['bytes'] / 1e6:.0f} MB, {built['events']:,} events "
                 f"in {time.perf_counter() - t0:.0f} s"
             )
-        trees = {"new": REPO}
+        # This tree runs from a copy as the baseline does: with the repository itself on PYTHONPATH,
+        # a source file under it (build/src/...) would be named from the repository's root, not its
+        # package's, and every site id (a hash of the name) would differ from the baseline's.
+        trees = {"new": working_tree(Path(tmp) / "new")}
         if not args.no_baseline:
             trees["old"] = (
                 args.baseline_tree.resolve()
