@@ -44,3 +44,28 @@ def test_site_paths_follow_the_import_root(tmp_path):
     (tmp_path / "loose.py").write_text("def forward(x):\n    return x.half()\n")
     result = scan([package, tmp_path / "loose.py"], cache_dir=False, jobs=1)
     assert sorted(s.path for s in result.sites) == ["loose.py", "pkg/sub/mod.py"]
+
+
+def test_site_paths_do_not_depend_on_a_path_entry_above_an_unpacked_source(tmp_path, monkeypatch):
+    """A source tree unpacked as `src/transformers-5.17.0/transformers/...` inside a directory that is
+    on sys.path (a repository on PYTHONPATH): no import goes through `transformers-5.17.0`, so the
+    files are named from it, as they are when that directory is not on the path."""
+    from tracer.static import files
+
+    package = tmp_path / "build" / "transformers-5.17.0" / "transformers" / "models"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "modeling.py").write_text("def forward(x):\n    return x.half()\n")
+    names = []
+    for on_path in (False, True):
+        if on_path:
+            monkeypatch.syspath_prepend(str(tmp_path))
+        files._import_dirs.cache_clear()
+        files._ROOTS.clear()
+        try:
+            names.append([s.path for s in scan([package], cache_dir=False, jobs=1).sites])
+        finally:
+            files._import_dirs.cache_clear()
+            files._ROOTS.clear()
+    assert names == [["transformers/models/modeling.py"]] * 2

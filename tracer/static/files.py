@@ -95,7 +95,10 @@ def import_root(path: Path) -> Path | None:
     parent of the topmost package directory above it. None for a loose file outside any package.
 
     Namespace packages (PEP 420) have directories without `__init__.py` in the middle
-    (`sglang/srt/` has none), so the walk goes on past them up to the filesystem root.
+    (`sglang/srt/` has none), so the walk goes on past them, up to the first directory no import
+    can name (`transformers-5.17.0`, `site-packages`): a `sys.path` entry above that one (the
+    repository a source tree was unpacked in, put on PYTHONPATH) does not import the package,
+    and the names of its files do not depend on how kerneltrace was started.
     """
     directory = (path if path.is_dir() else path.parent).resolve()
     top_package: Path | None = None
@@ -104,6 +107,8 @@ def import_root(path: Path) -> Path | None:
             return current
         if (current / "__init__.py").exists():
             top_package = current
+        elif not current.name.isidentifier():
+            break
     return top_package.parent if top_package is not None else None
 
 
