@@ -207,9 +207,9 @@ def main() -> None:
                 f"built {trace.name}: {built['bytes'] / 1e6:.0f} MB, {built['events']:,} events "
                 f"in {time.perf_counter() - t0:.0f} s"
             )
-        # This tree runs from a copy as the baseline does: with the repository itself on PYTHONPATH,
-        # a source file under it (build/src/...) would be named from the repository's root, not its
-        # package's, and every site id (a hash of the name) would differ from the baseline's.
+        # This tree runs from a copy as the baseline does, so both start alike: with the repository on
+        # PYTHONPATH, code before eebd882 named the --source files under build/src from the
+        # repository's root, and every site id (a hash of the name) differed from the baseline's.
         trees = {"new": working_tree(Path(tmp) / "new")}
         if not args.no_baseline:
             trees["old"] = (
