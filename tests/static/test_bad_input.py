@@ -47,8 +47,8 @@ def test_site_paths_follow_the_import_root(tmp_path):
 
 
 def test_site_paths_do_not_depend_on_a_path_entry_above_an_unpacked_source(tmp_path, monkeypatch):
-    """A source tree unpacked as `src/transformers-5.17.0/transformers/...` inside a directory that is
-    on sys.path (a repository on PYTHONPATH): no import goes through `transformers-5.17.0`, so the
+    """A source tree unpacked as `build/transformers-5.17.0/transformers/...` inside a directory that
+    is on sys.path (a repository on PYTHONPATH): no import goes through `transformers-5.17.0`, so the
     files are named from it, as they are when that directory is not on the path."""
     from tracer.static import files
 
