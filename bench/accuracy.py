@@ -204,11 +204,11 @@ def compare_table(results: list[TraceResult], base: dict, mode: str) -> tuple[Ta
             up, down = up + (b > a), down + (b < a)
             table.add_row(name, pct(a), pct(b), f"{100 * (b - a):+.1f}")
 
-    def total(side: int) -> float:  # the share over the traces both hold, weighted by truth time
-        scores = [pair[side] for pair in pairs]
+    def total(scores: list[dict]) -> float:  # the share over the traces both hold, weighted by truth time
         return sum((s[key] or 0.0) * s["truth_ns"] for s in scores) / sum(s["truth_ns"] for s in scores)
 
-    then_total, now_total = total(1), total(2)
+    then_total = total([then for _, then, _ in pairs])
+    now_total = total([now for _, _, now in pairs])
     missing = len(then_by_name) - len(pairs)
     summary = (
         f"{mode}: {len(pairs)} trace(s) in both: {key} {then_total:.1%} -> {now_total:.1%} ({up} up, {down} down)"

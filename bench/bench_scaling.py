@@ -37,12 +37,13 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_explain import SOURCE, SOURCE_ROOT, build_large_trace
 
 CORES = (1, 2, 4, 8, 16)
+PACKAGE = ("tracer", "rules")  # what a tree of the code holds: the package and its rule files
 
 
 def baseline_tree(ref: str, into: Path) -> Path:
     """The package as of `ref`, from `git archive` (no worktree, nothing in the repository changes)."""
     archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", ref, "tracer", "rules"],
+        ["git", "-C", str(REPO), "archive", "--format=tar", ref, *PACKAGE],
         check=True,
         capture_output=True,
     ).stdout
@@ -53,7 +54,7 @@ def baseline_tree(ref: str, into: Path) -> Path:
 
 def working_tree(into: Path) -> Path:
     """This tree's package as it is now (uncommitted changes too), copied to `into`."""
-    for part in ("tracer", "rules"):
+    for part in PACKAGE:
         shutil.copytree(REPO / part, into / part, ignore=shutil.ignore_patterns("__pycache__"))
     return into
 
