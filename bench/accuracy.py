@@ -7,7 +7,9 @@
 
 Modes: ``stack`` = the join with Python frames but CallFrom ignored (the torch < 2.14 form);
 ``callfrom`` = the join using CallFrom (torch >= 2.14 traces only); ``nostack`` = every
-python_function event removed (rank-1 and top-3 share of the ranked candidates). The corpus and
+python_function event removed (rank-1 and top-3 share of the ranked candidates); ``named`` = the
+same, with the model's class named as ``--config``'s ``architectures`` would (transformers traces
+only: ``--modes nostack,named``). The corpus and
 its truth: tests/fixtures/corpus/README.md. Figures: bench/ACCURACY.md.
 """
 
@@ -30,7 +32,17 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.corpus.holdout import split_of
-from bench.corpus.scoring import BUCKETS, CORPUS, MODES, Score, TraceResult, find_corpus, score_trace
+from bench.corpus.scoring import (
+    BUCKETS,
+    CORPUS,
+    DEFAULT_MODES,
+    MODES,
+    RANKED_MODES,
+    Score,
+    TraceResult,
+    find_corpus,
+    score_trace,
+)
 
 
 def pct(value: float | None) -> str:
@@ -101,7 +113,7 @@ def accuracy_table(
     table = Table(title=title)
     for column in label:
         table.add_column(column)
-    if mode == "nostack":
+    if mode in RANKED_MODES:
         columns = (
             "truth time (ms)",
             "rank 1",
@@ -126,7 +138,7 @@ def accuracy_table(
         if score is None:
             continue
         cells = [ms(score.truth_ns)]
-        if mode == "nostack":
+        if mode in RANKED_MODES:
             high = score.buckets[BUCKETS[0]]
             cells += [
                 pct(score.rank1),
@@ -169,7 +181,7 @@ def wrong_table(results: list[TraceResult], mode: str, limit: int) -> Table | No
 
 
 # the share a mode is judged by, per trace (`Score.to_dict`'s keys): rank 1 without stacks, else accuracy
-HEADLINE = {"nostack": "rank1", "stack": "accuracy", "callfrom": "accuracy"}
+HEADLINE = {"nostack": "rank1", "named": "rank1", "stack": "accuracy", "callfrom": "accuracy"}
 MOVED = 0.001  # a trace's share that moved less than this (0.1 point) did not move
 
 
@@ -238,7 +250,7 @@ def markdown(results: list[TraceResult], by_family: dict[tuple, dict[str, Score]
             )
             cells.append(
                 f"{pct(score.rank1)} / {pct(score.top3)} / {pct(score.rank1_copy)}"
-                if mode == "nostack"
+                if mode in RANKED_MODES
                 else ""
             )
             lines.append(f"| {key[0]} | {key[1]} | {mode} | " + " | ".join(cells) + " |")
@@ -313,7 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", help="comma-separated: zoo,transformers,sglang,gpu (default: all)")
     parser.add_argument("--groups", help="comma-separated shape/model names or globs")
     parser.add_argument("--torch", help="only traces of this torch tag, e.g. torch2.13")
-    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated of {', '.join(MODES)}")
+    parser.add_argument(
+        "--modes",
+        default=",".join(DEFAULT_MODES),
+        help=f"comma-separated of {', '.join(MODES)} (named: no stacks, the model's class given as --config would)",
+    )
     parser.add_argument(
         "--rows", choices=("all", "casts"), default="all", help="casts: only rows with a cast/copy op"
     )
@@ -368,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         "stack": "Join with stacks, CallFrom ignored (the torch < 2.14 form)",
         "callfrom": "Join using CallFrom (torch >= 2.14 traces)",
         "nostack": "No Python frames (python_function removed): ranked candidates",
+        "named": "No Python frames, the model's class named (--config's architectures): ranked candidates",
     }
     for mode in modes:
         console.print(accuracy_table(titles[mode], by_family, mode, ("family", "torch")))

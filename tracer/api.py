@@ -34,13 +34,19 @@ def explain_trace(
     ``source`` also lets origins carry the text of their line. ``capture``: trace(s) of a profiled
     CUDA-graph capture, when the trace's graph replays were captured outside it. The other arguments
     go to `tracer.explain.analyse`. ``window``: analyse only that part of the trace (a time span
-    or ProfilerStep#N..M, `tracer.load.TraceWindow`), dropped while parsing. ``step_methods``: find
+    or ProfilerStep#N..M, `tracer.load.TraceWindow`), dropped while parsing. ``config`` also names the model's classes
+    (``architectures``): without Python frames, of code that fits alike, the files defining them
+    answer first. ``step_methods``: find
     the steps only these ways (`tracer.explain.steps.method_key`). Raises `InputError` for
     any bad input, including a trace too big for the memory available (the error says how to proceed).
     """
     from tracer.explain import analyse
+    from tracer.explain.structure import config_architectures
 
-    attributions = attribute_trace(trace, source=source, sites=sites, capture=capture, window=window)
+    architectures = config_architectures(Path(config)) if config is not None else ()
+    attributions = attribute_trace(
+        trace, source=source, sites=sites, capture=capture, window=window, architectures=architectures
+    )
     return analyse(
         attributions,
         layers=layers,
@@ -58,9 +64,11 @@ def attribute_trace(
     sites: str | Path | Sequence[Site] | None = None,
     capture: str | Path | Sequence[str | Path] | None = None,
     window: TraceWindow | None = None,
+    architectures: Sequence[str] = (),
 ) -> Attributions:
     """The join's answer for every GPU event of ``trace`` (what `annotate` writes back): sites (given,
-    or scanned from ``source``) -> join -> CUDA-graph replays. ``trace``: a path or a loaded `Trace`."""
+    or scanned from ``source``) -> join -> CUDA-graph replays. ``trace``: a path or a loaded `Trace`.
+    ``architectures``: the model classes that ran (a config's), for traces without Python frames."""
     from tracer.join import attribute, has_python_frames, sites_for_trace
     from tracer.join.replay.attribute import attribute_replays
     from tracer.join.replay.compiled import attribute_compiled_replays
@@ -95,7 +103,7 @@ def attribute_trace(
             site_list = list(scan(roots).sites)
     else:
         site_list = None
-    attributions = attribute(trace, site_list, source_roots=roots)
+    attributions = attribute(trace, site_list, source_roots=roots, architectures=architectures)
     # Graph replays (if any) take their capture-time lines; a no-op for traces without replays.
     attribute_replays(trace, attributions, captures, sites=site_list, source_roots=roots)
     attribute_compiled_replays(trace, attributions, source_roots=roots)  # replays of compiled code

@@ -23,13 +23,16 @@ from typing import Any
 
 import orjson
 
+from bench.corpus.architectures import trace_architectures
 from bench.corpus.frames import same_file
 from bench.corpus.recorder import file_digest
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus"
 BUCKETS = (">=0.9", "0.5-0.9", "<0.5")
-MODES = ("stack", "callfrom", "nostack")
+MODES = ("stack", "callfrom", "nostack", "named")
+DEFAULT_MODES = MODES[:3]  # ``named`` repeats ``nostack`` for the traces of a named model: asked for
+RANKED_MODES = ("nostack", "named")  # no Python frames: candidates ranked, scored at rank 1 / top 3
 
 
 def bucket_of(confidence: float) -> str:
@@ -461,7 +464,11 @@ def score_attributions(
 
 
 def score_trace(
-    trace: CorpusTrace, modes: Sequence[str] = MODES, *, rows: str = "all", scratch: Path | None = None
+    trace: CorpusTrace,
+    modes: Sequence[str] = DEFAULT_MODES,
+    *,
+    rows: str = "all",
+    scratch: Path | None = None,
 ) -> TraceResult:
     """Run the join on one corpus trace in each mode and score it (`rows`: see `score_attributions`)."""
     from tracer.join import attribute, sites_for_trace, trace_source_files
@@ -480,16 +487,22 @@ def score_trace(
     if "callfrom" in modes and loaded.meta.has_call_from:
         result = attribute(loaded, sites, source_roots=roots, use_call_from=True)
         scores["callfrom"] = score_attributions(result, truth, trace, ranked=False, rows=rows)
-    if "nostack" in modes:
+    dirs = source_dirs(document, roots)
+    architectures = trace_architectures(document, dirs) if "named" in modes else ()
+    if "nostack" in modes or architectures:
         files = trace_source_files(loaded, roots)
         with tempfile.TemporaryDirectory(dir=scratch) as tmp:
             bare = load_trace(strip_stacks(trace.trace_path, Path(tmp)))
         bare_sites = list(scan(files).sites) if files else []
-        dirs = source_dirs(document, roots)
-        result = attribute(bare, bare_sites, source_roots=dirs, use_call_from=False)
-        scores["nostack"] = score_attributions(
-            result, truth, trace, ranked=True, rows=rows, copies=SourceCopies(dirs)
-        )
+        # nostack: the trace and --source alone; named: --config's architectures too (the model's class)
+        for mode, named in (("nostack", ()), ("named", architectures)):
+            if mode in modes and (named or mode == "nostack"):
+                result = attribute(
+                    bare, bare_sites, source_roots=dirs, use_call_from=False, architectures=named
+                )
+                scores[mode] = score_attributions(
+                    result, truth, trace, ranked=True, rows=rows, copies=SourceCopies(dirs)
+                )
     if "stack" in scores and "callfrom" in scores:
         stack, callfrom = scores["stack"], scores["callfrom"]
         for row, location in callfrom.answers.items():

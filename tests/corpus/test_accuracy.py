@@ -257,3 +257,24 @@ def test_bench_skips_a_baseline_s_entries_it_cannot_read(tmp_path: Path, capsys)
     argv = ["--families", "zoo", "--groups", "ternary", "--modes", "nostack", "--compare", str(base)]
     assert module["main"](argv) == 0
     assert "nostack: 1 trace(s) in both" in capsys.readouterr().out
+
+
+def test_named_mode_names_the_class_a_config_would() -> None:
+    """The bench's ``named`` mode passes the class a model's config.json names (``architectures``):
+    read from the traced transformers version's auto mappings (config class -> model type -> causal
+    LM class), for transformers traces only."""
+    from bench.corpus.architectures import trace_architectures
+    from bench.corpus.scoring import resolve_roots, source_dirs
+
+    def named(trace) -> tuple[str, ...]:
+        document = trace.truth_document()
+        return trace_architectures(document, source_dirs(document, resolve_roots(document["source_roots"])))
+
+    by_name = {
+        t.name: t for t in (*corpus_traces("transformers"), *corpus_traces("gpu"), *corpus_traces("zoo"))
+    }
+    assert named(by_name["transformers/torch2.13/mistral_forward"]) == ("MistralForCausalLM",)
+    assert named(by_name["transformers/torch2.14/gpt2_forward"]) == ("GPT2LMHeadModel",)  # not ...ForCausalLM
+    assert named(by_name["gpu/torch2.11/llama_forward"]) == ("LlamaForCausalLM",)  # transformers 5.17.0
+    assert named(by_name["zoo/torch2.13/ternary"]) == ()  # no model: the mode skips the trace
+    assert score_trace(by_name["zoo/torch2.13/ternary"], ("named",)).scores == {}

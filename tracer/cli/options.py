@@ -103,7 +103,9 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--layers", type=click.IntRange(min=1), help="Number of model layers (explains calls/step)."
         ),
         click.option(
-            "--config", type=click.Path(exists=True, dir_okay=False), help="Model config.json (layer count)."
+            "--config",
+            type=click.Path(exists=True, dir_okay=False),
+            help="Model config.json (layer count; its architectures name the model without stacks).",
         ),
         click.option("--step-range", help="Name (or prefix) of the record_function range that is one step."),
         click.option("--peak-gbps", type=PositiveNumber(), help="Device peak bandwidth, GB/s."),

@@ -106,7 +106,21 @@ def find_model_shape(
     )
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def config_architectures(path: Path) -> tuple[str, ...]:
+    """The model classes a config names (HuggingFace's ``architectures``: ``MistralForCausalLM``; a
+    multimodal config's language model's too); empty where it names none. Entries that are not class
+    names are left out."""
+    scopes = _config_scopes(_config_object(path))
+    found = (
+        name
+        for scope in scopes
+        if isinstance(scope.get("architectures"), list)
+        for name in scope["architectures"]
+    )
+    return tuple(dict.fromkeys(name for name in found if isinstance(name, str) and name.isidentifier()))
+
+
+def _config_object(path: Path) -> dict[str, Any]:
     from tracer.input_files import MAX_CONFIG_BYTES, read_json_side_input
 
     data = read_json_side_input(path, "--config", MAX_CONFIG_BYTES)  # a regular file, bounded, typed
@@ -114,10 +128,19 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise InputError(
             path, "not a JSON model config (expected an object such as HuggingFace's config.json)"
         )
-    # Multimodal configs keep the language model's numbers under text_config.
-    scopes = [data] + [
+    return data
+
+
+def _config_scopes(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The config and the language model's part of it: multimodal configs keep its numbers (and
+    classes) under text_config."""
+    return [data] + [
         data[k] for k in ("text_config", "language_config", "llm_config") if isinstance(data.get(k), dict)
     ]
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    scopes = _config_scopes(_config_object(path))
     fields: dict[str, Any] = {}
     for name, keys in (("layers", LAYER_KEYS), ("experts", EXPERT_KEYS), ("top_k", TOPK_KEYS)):
         for scope in scopes:

@@ -35,19 +35,24 @@ def attribute(
     *,
     source_roots: Sequence[str | Path] = (),
     use_call_from: bool = True,
+    architectures: Sequence[str] = (),
 ) -> Attributions:
     """Attribute every kernel, memcpy and memset of `trace` to an `Origin` (deduplicated).
 
     `sites` (from `tracer.static.scan` or `sites_for_trace`) give exact lines where the trace has no
     ``CallFrom``; `source_roots` let the join read line text. ``use_call_from=False`` ignores
-    CallFrom (to check the site join on new traces). A trace without GPU activity attributes its
+    CallFrom (to check the site join on new traces). ``architectures``: the model classes the user
+    says ran (a config's ``architectures``); without Python frames, of code that fits alike, the
+    files defining them answer first. A trace without GPU activity attributes its
     leaf CPU ops instead (``Attributions.time_basis == "cpu"``).
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the join allocates many small acyclic objects; collections would only rescan them
     try:
         state = JoinState(trace, use_call_from and trace.meta.has_call_from)
-        origins = OriginBuilder(trace, SiteIndex(sites or ()), SourceLines(source_roots), state.use_call_from)
+        origins = OriginBuilder(
+            trace, SiteIndex(sites or ()), SourceLines(source_roots), state.use_call_from, architectures
+        )
         return _Join(state, origins).run()
     finally:
         if gc_was_enabled:

@@ -67,13 +67,20 @@ class _Context(NamedTuple):
 class OriginBuilder:
     """Turns join contexts into `Origin`s; identical contexts share one Origin (one index)."""
 
-    def __init__(self, trace: Trace, sites: SiteIndex, source: SourceLines, use_call_from: bool) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        sites: SiteIndex,
+        source: SourceLines,
+        use_call_from: bool,
+        architectures: Sequence[str] = (),
+    ) -> None:
         self.trace = trace
         self.sites = sites
         self.source = source
         self.locator = CallLocator(source)
         self.compiled = CompiledKernels(trace, source, self.locator)  # torch.compile'd code's kernels
-        self.ranker = StacklessRanker(sites, source)
+        self.ranker = StacklessRanker(sites, source, architectures)
         # ranked origin -> (its base, target dtype, Ranking, the ops next to the hot one: `_core`)
         self._rankings: dict[Origin, tuple] = {}
         self.use_call_from = use_call_from
@@ -440,6 +447,8 @@ class OriginBuilder:
         if not self._rankings:
             return origin_ids
         changed = self.ranker.agree()
+        if (note := self.ranker.named_note()) is not None:
+            self.trace.notes.append(note)
         if not changed:
             return origin_ids
         ids, inverse = np.unique(np.asarray(origin_ids), return_inverse=True)

@@ -649,9 +649,12 @@ _SELF_ASSIGNED = re.compile(r"^[ \t]+self\.([A-Za-z_]\w*)[ \t]*=[ \t]*([^=\n][^\
 class StacklessRanker:
     """Ranks source lines for ops without Python frames, over the files under the source roots."""
 
-    def __init__(self, sites: SiteIndex, source: SourceLines) -> None:
+    def __init__(self, sites: SiteIndex, source: SourceLines, architectures: Sequence[str] = ()) -> None:
         self.sites = sites
         self.source = source
+        # the model classes the user says ran (a config's ``architectures``): `_named_files`
+        self.architectures = tuple(architectures)
+        self._named: list[_SourceFile] | None = None
         self._files: list[_SourceFile] | None = None
         self._rankings: dict[tuple, Ranking] = {}
         self._expanded: dict[int, _Expanded | None] = {}
@@ -1107,7 +1110,9 @@ class StacklessRanker:
         windows fit (`SUPPORTED_FILES`) aligned as well, a candidate in a file that fits less than the
         best file losing up to `SUPPORT_AGAINST`; `AGREE_ROUNDS` times, each round knowing which files
         the one before fit. Each candidate then stands for all its copies, each judged by how much of
-        the last ranking fits its file. Returns the rankings that
+        the last ranking fits its file. Files defining the model the user names (`architectures`)
+        count as fitting every window, are aligned with each, and answer first where code fits alike
+        (`_named_fit`, `_named_first`). Returns the rankings that
         change: (the one replaced, the new one), by the `id` of the one replaced (kept alive with
         it, so that the id names no other object)."""
         first = {key: ranking for key, ranking in self._rankings.items() if ranking.candidates}
@@ -1117,14 +1122,14 @@ class StacklessRanker:
         second = first
         for _ in range(AGREE_ROUNDS):  # each round ranks knowing which files the one before fit
             fits = _fits(second.values(), same)
-            self._support = _shares(_windows_fitting(fits))
+            self._support = self._named_fit(_shares(_windows_fitting(fits)))
             self._supported = self._fitted_files([files for _, files in fits])
             self._challenging = self._challengers(zip(second, (files for _, files in fits)))
             self._rankings.clear()
             again = {key: self.rank(*key) for key in first}
             second = {key: ranking for key, ranking in again.items() if ranking.candidates}
         fits = _fits(second.values(), same)
-        shares = _shares(_windows_fitting(fits))
+        shares = self._named_fit(_shares(_windows_fitting(fits)))
         counts = Counter(file for _, files in fits for file in files)
         used = self._used_shares(second.values(), same)
         gaps = _FitGaps(second.values(), same)
@@ -1139,7 +1144,8 @@ class StacklessRanker:
             if ranking.candidates:
                 answers, said = answered[key]
                 answers, picked = _default_first(answers, chosen)
-                answers, said = answers[:MAX_CANDIDATES], (*said, *picked)
+                answers, named = self._named_first(answers)
+                answers, said = answers[:MAX_CANDIDATES], (*said, *picked, *named)
                 new = replace(
                     ranking,
                     candidates=answers,
@@ -1150,6 +1156,56 @@ class StacklessRanker:
                 changed[id(first[key])] = (first[key], new)
         self._support = shares
         return changed
+
+    # -- the model the user names ------------------------------------------------------------------------
+    def _named_files(self) -> list[_SourceFile]:
+        """The files that define a class of `architectures` (a config's ``MistralForCausalLM``); of
+        several (transformers' ``modular_mistral.py`` beside the ``modeling_mistral.py`` generated from
+        it), those most files import: the one the package runs."""
+        if self._named is None:
+            self._named = []
+            if self.architectures:
+                pattern = re.compile(rf"^class\s+(?:{'|'.join(map(re.escape, self.architectures))})\b", re.M)
+                defining = [f for f in self._all_files() if pattern.search(f.text)]
+                importers = self._importer_counts()
+                most = max((importers[f.name] for f in defining), default=0)
+                self._named = [f for f in defining if importers[f.name] == most]
+        return self._named
+
+    def named_note(self) -> str | None:
+        """A note for the user when the model they name (`architectures`) is defined by no file under
+        the source roots: the ranking then goes by the trace alone."""
+        if not self.architectures or self._named_files():
+            return None
+        return (
+            f"the config names {' or '.join(self.architectures)}, but no file under --source defines it: "
+            "copies of shared code are ranked by the trace alone"
+        )
+
+    def _named_fit(self, shares: dict[str, float]) -> dict[str, float]:
+        """`shares` with the named files (`_named_files`) fitting the whole trace: the user says their
+        code ran, though copies of it in other files fit its windows as well (Mistral's MLP and norms
+        are Llama's; its attention differs from Llama's in an argument that runs no op)."""
+        named = self._named_files()
+        return {**shares, **dict.fromkeys((f.name for f in named), 1.0)} if named and shares else shares
+
+    def _named_first(
+        self, candidates: tuple[Candidate, ...]
+    ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+        """The candidates in the named files (`_named_files`) that fit within `TIE_MARGIN` of the first,
+        first: of code that fits alike, the file of the model the user names."""
+        names = {f.name for f in self._named_files()}
+        if not names or not candidates or candidates[0].file in names:
+            return candidates, ()
+        best = candidates[0].score
+        first = [c for c in candidates if c.file in names and c.score <= best + TIE_MARGIN]
+        if not first:
+            return candidates, ()
+        said = (
+            f"the config names {' or '.join(self.architectures)}, which {first[0].file} defines: its line "
+            f"first, though `{candidates[0].function}` in {candidates[0].file} fits about alike"
+        )
+        return (*first, *(c for c in candidates if c not in first)), (said,)
 
     def _challengers(self, fitting: Iterable[tuple[tuple, set[str]]]) -> dict[tuple, list[_SourceFile]]:
         """Per window (`fitting`: its key and the files it fits), the `CHALLENGERS` files of most share
@@ -1175,7 +1231,8 @@ class StacklessRanker:
         the `SUPPORTED_FILES` that fit the most windows."""
         by_share = sorted(self._support, key=lambda name: (-self._support[name], name))
         by_name = self._files_by_name()
-        names = dict.fromkeys([*_covering(fitting), *by_share[:SUPPORTED_FILES]])
+        named = [f.name for f in self._named_files()]
+        names = dict.fromkeys([*named, *_covering(fitting), *by_share[:SUPPORTED_FILES]])
         return [by_name[name] for name in names if name in by_name]
 
     def _with_copies(
