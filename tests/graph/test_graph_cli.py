@@ -57,6 +57,26 @@ def test_report_annotate_and_diff_commands(kv_traces, model_dir, tmp_path):
     assert data["origins"][0]["change"] == "vanished"
 
 
+def test_annotate_reads_the_config_explain_reads(kv_traces, model_dir, tmp_path):
+    """--config on annotate as on explain: its architectures name the model for traces without stacks;
+    a file that is no config is one line naming it (exit 2), before the trace is joined."""
+    before, _ = kv_traces
+    config = tmp_path / "config.json"
+    config.write_text('{"architectures": ["KvCastModel"], "num_hidden_layers": 4}')
+    annotated = tmp_path / "a.json.gz"
+    result = _run("annotate", before, "--source", model_dir, "--config", config, "-o", annotated, "--json")
+    assert result.exit_code == 0, result.output
+    assert b"kv_cast_model.py:" in gzip.decompress(annotated.read_bytes())
+    config.write_text("[1, 2]")
+    bad = _run("annotate", before, "--source", model_dir, "--config", config, "-o", annotated)
+    assert bad.exit_code == 2
+    assert (
+        bad.output.count("\n") == 1
+        and "config.json" in bad.output
+        and "not a JSON model config" in bad.output
+    )
+
+
 def test_default_output_names_are_sanitised(tmp_path, monkeypatch):
     from tracer.cli.graph import derived_output
 

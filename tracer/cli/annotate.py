@@ -7,7 +7,14 @@ from pathlib import Path
 import click
 
 from tracer.cli.common import print_json, reports_input_errors
-from tracer.cli.options import capture_option, derived_output, output_option, sites_option, source_option
+from tracer.cli.options import (
+    capture_option,
+    config_option,
+    derived_output,
+    output_option,
+    sites_option,
+    source_option,
+)
 from tracer.render.console import stdout_console
 
 
@@ -15,6 +22,7 @@ from tracer.render.console import stdout_console
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @source_option
 @sites_option
+@config_option
 @capture_option
 @output_option("Annotated trace to write; gzip when it ends in .gz [default: TRACE-NAME.annotated.json.gz].")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
@@ -23,6 +31,7 @@ def command(
     trace: str,
     source: tuple[str, ...],
     sites: str | None,
+    config: str | None,
     capture: tuple[str, ...],
     output: str | None,
     as_json: bool,
@@ -34,13 +43,17 @@ def command(
     """
     from tracer.api import attribute_trace
     from tracer.cli.common import progress_line
+    from tracer.explain.structure import config_architectures
     from tracer.output_files import protect_inputs
     from tracer.render.annotate import write_annotated_trace
     from tracer.render.escape import terminal
 
-    protect_inputs([trace, sites, *capture])
+    protect_inputs([trace, sites, config, *capture])
+    architectures = config_architectures(Path(config)) if config is not None else ()
     with progress_line(then="joining..."):
-        attributions = attribute_trace(trace, source=source, sites=sites, capture=capture)
+        attributions = attribute_trace(
+            trace, source=source, sites=sites, capture=capture, architectures=architectures
+        )
     summary = write_annotated_trace(
         attributions, Path(output) if output else derived_output(trace, ".annotated.json.gz")
     )

@@ -29,6 +29,11 @@ sites_option = click.option(
     type=click.Path(exists=True, dir_okay=False),
     help="Sites file from `kerneltrace scan`.",
 )
+config_option = click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Model config.json: its layer count, and the model its architectures name (traces without stacks).",
+)
 capture_option = click.option(
     "--capture",
     multiple=True,
@@ -102,11 +107,7 @@ def trace_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--layers", type=click.IntRange(min=1), help="Number of model layers (explains calls/step)."
         ),
-        click.option(
-            "--config",
-            type=click.Path(exists=True, dir_okay=False),
-            help="Model config.json (layer count; its architectures name the model without stacks).",
-        ),
+        config_option,
         click.option("--step-range", help="Name (or prefix) of the record_function range that is one step."),
         click.option("--peak-gbps", type=PositiveNumber(), help="Device peak bandwidth, GB/s."),
         capture_option,
