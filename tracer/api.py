@@ -34,9 +34,9 @@ def explain_trace(
     ``source`` also lets origins carry the text of their line. ``capture``: trace(s) of a profiled
     CUDA-graph capture, when the trace's graph replays were captured outside it. The other arguments
     go to `tracer.explain.analyse`. ``window``: analyse only that part of the trace (a time span
-    or ProfilerStep#N..M, `tracer.load.TraceWindow`), dropped while parsing. ``config`` also names the model's classes
-    (``architectures``): without Python frames, of code that fits alike, the files defining them
-    answer first. ``step_methods``: find
+    or ProfilerStep#N..M, `tracer.load.TraceWindow`), dropped while parsing. ``config`` also names
+    the model's classes (``architectures``): without Python frames, of code that fits alike, the
+    files defining them answer first. ``step_methods``: find
     the steps only these ways (`tracer.explain.steps.method_key`). Raises `InputError` for
     any bad input, including a trace too big for the memory available (the error says how to proceed).
     """

@@ -43,8 +43,8 @@ def attribute(
     ``CallFrom``; `source_roots` let the join read line text. ``use_call_from=False`` ignores
     CallFrom (to check the site join on new traces). ``architectures``: the model classes the user
     says ran (a config's ``architectures``); without Python frames, of code that fits alike, the
-    files defining them answer first. A trace without GPU activity attributes its
-    leaf CPU ops instead (``Attributions.time_basis == "cpu"``).
+    files defining them answer first. A trace without GPU activity attributes its leaf CPU ops
+    instead (``Attributions.time_basis == "cpu"``).
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the join allocates many small acyclic objects; collections would only rescan them

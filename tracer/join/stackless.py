@@ -1227,8 +1227,9 @@ class StacklessRanker:
         return out
 
     def _fitted_files(self, fitting: Sequence[set[str]]) -> list[_SourceFile]:
-        """The files that together fit the windows (`_covering`; `fitting`: each window's files), then
-        the `SUPPORTED_FILES` that fit the most windows."""
+        """The files of the model the user names (`_named_files`), the files that together fit the
+        windows (`_covering`; `fitting`: each window's files), then the `SUPPORTED_FILES` that fit the
+        most windows."""
         by_share = sorted(self._support, key=lambda name: (-self._support[name], name))
         by_name = self._files_by_name()
         named = [f.name for f in self._named_files()]
