@@ -41,11 +41,9 @@ def explain_trace(
     any bad input, including a trace too big for the memory available (the error says how to proceed).
     """
     from tracer.explain import analyse
-    from tracer.explain.structure import config_architectures
 
-    architectures = config_architectures(Path(config)) if config is not None else ()
     attributions = attribute_trace(
-        trace, source=source, sites=sites, capture=capture, window=window, architectures=architectures
+        trace, source=source, sites=sites, capture=capture, window=window, config=config
     )
     return analyse(
         attributions,
@@ -64,17 +62,20 @@ def attribute_trace(
     sites: str | Path | Sequence[Site] | None = None,
     capture: str | Path | Sequence[str | Path] | None = None,
     window: TraceWindow | None = None,
-    architectures: Sequence[str] = (),
+    config: str | Path | None = None,
 ) -> Attributions:
     """The join's answer for every GPU event of ``trace`` (what `annotate` writes back): sites (given,
     or scanned from ``source``) -> join -> CUDA-graph replays. ``trace``: a path or a loaded `Trace`.
-    ``architectures``: the model classes that ran (a config's), for traces without Python frames."""
+    ``config``: the model's config.json, whose ``architectures`` name the model for traces without
+    Python frames."""
+    from tracer.explain.structure import config_architectures
     from tracer.join import attribute, has_python_frames, sites_for_trace
     from tracer.join.replay.attribute import attribute_replays
     from tracer.join.replay.compiled import attribute_compiled_replays
     from tracer.load import load_trace
 
     roots = _check_roots(source)  # before loading: a mistyped root should not wait for a big trace
+    architectures = config_architectures(Path(config)) if config is not None else ()  # a bad one too
     if isinstance(trace, Trace):
         if window is not None:
             raise ValueError("window applies while loading: pass a path, or load_trace(path, window)")

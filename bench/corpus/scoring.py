@@ -495,14 +495,14 @@ def score_trace(
             bare = load_trace(strip_stacks(trace.trace_path, Path(tmp)))
         bare_sites = list(scan(files).sites) if files else []
         # nostack: the trace and --source alone; named: --config's architectures too (the model's class)
-        for mode, named in (("nostack", ()), ("named", architectures)):
-            if mode in modes and (named or mode == "nostack"):
-                result = attribute(
-                    bare, bare_sites, source_roots=dirs, use_call_from=False, architectures=named
-                )
-                scores[mode] = score_attributions(
-                    result, truth, trace, ranked=True, rows=rows, copies=SourceCopies(dirs)
-                )
+        runs: dict[str, tuple[str, ...]] = {"nostack": ()} if "nostack" in modes else {}
+        if architectures:
+            runs["named"] = architectures
+        for mode, named in runs.items():
+            result = attribute(bare, bare_sites, source_roots=dirs, use_call_from=False, architectures=named)
+            scores[mode] = score_attributions(
+                result, truth, trace, ranked=True, rows=rows, copies=SourceCopies(dirs)
+            )
     if "stack" in scores and "callfrom" in scores:
         stack, callfrom = scores["stack"], scores["callfrom"]
         for row, location in callfrom.answers.items():

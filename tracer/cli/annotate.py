@@ -43,17 +43,13 @@ def command(
     """
     from tracer.api import attribute_trace
     from tracer.cli.common import progress_line
-    from tracer.explain.structure import config_architectures
     from tracer.output_files import protect_inputs
     from tracer.render.annotate import write_annotated_trace
     from tracer.render.escape import terminal
 
     protect_inputs([trace, sites, config, *capture])
-    architectures = config_architectures(Path(config)) if config is not None else ()
     with progress_line(then="joining..."):
-        attributions = attribute_trace(
-            trace, source=source, sites=sites, capture=capture, architectures=architectures
-        )
+        attributions = attribute_trace(trace, source=source, sites=sites, capture=capture, config=config)
     summary = write_annotated_trace(
         attributions, Path(output) if output else derived_output(trace, ".annotated.json.gz")
     )
