@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tracer.join.sites import SiteIndex, site_dtype
 
-MAX_CANDIDATES = 5
+MAX_CANDIDATES = 5  # the lines any ranking lists (the sites', the no-stack join's, the replay's)
 
 # The site methods each aten op can come from (outermost op of the chain first).
 OP_SITE_METHODS: dict[str, frozenset[str]] = {

@@ -90,6 +90,7 @@ from tracer.join.program import (
     last_name,
     receiver_path,
 )
+from tracer.join.ranking import MAX_CANDIDATES
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines, read_source_text
 from tracer.join.spelling import CAST_METHODS, GENERIC_NAMES, MODULE_CALLS, FunctionSpellings, spellings
@@ -117,7 +118,6 @@ WINDOW = 12  # top-level ops on each side of the hot one that it is judged by
 MAX_FILES = 12  # files whose functions are aligned, picked by the window's op names they spell
 MAX_FUNCTIONS = 10  # functions aligned per hot op, picked by the ops they predict
 MAX_TIED_FUNCTIONS = 40  # ... and those that name as many of the window's ops as the last of them
-MAX_CANDIDATES = 5
 NEAR_OPS = 2  # ops on each side of the hot one that pick files of their own ...
 NEAR_FILES = 4  # ... this many, past `MAX_FILES`
 ORDER_OPS = 8  # named ops on each side of the hot one whose order picks files of their own ...
@@ -643,6 +643,9 @@ ATTRIBUTE_MIN_ASSIGNMENTS = 5
 _DATACLASS = re.compile(
     r"^[ \t]*@(?:dataclasses\.)?dataclass\b[^\n]*\n(?:[ \t]*@[^\n]*\n)*[ \t]*class[ \t]+(\w+)", re.MULTILINE
 )
+# a model's entry class as transformers and SGLang name them, which a config's ``architectures`` names:
+# ``LlamaForCausalLM``, ``GPTBigCodeForTokenClassification``, ``Gemma3ForConditionalGeneration``
+_ENTRY_CLASS = re.compile(r"[A-Z]\w*For(?:CausalLM|ConditionalGeneration|[A-Z][a-z]\w*)")
 _SELF_ASSIGNED = re.compile(r"^[ \t]+self\.([A-Za-z_]\w*)[ \t]*=[ \t]*([^=\n][^\n]*)$", re.MULTILINE)
 
 
@@ -655,6 +658,7 @@ class StacklessRanker:
         # the model classes the user says ran (a config's ``architectures``): `_named_files`
         self.architectures = tuple(architectures)
         self._named: list[_SourceFile] | None = None
+        self._named_bases: frozenset[str] | None = None  # `_named_classes`
         self._files: list[_SourceFile] | None = None
         self._rankings: dict[tuple, Ranking] = {}
         self._expanded: dict[int, _Expanded | None] = {}
@@ -1193,19 +1197,74 @@ class StacklessRanker:
         self, candidates: tuple[Candidate, ...]
     ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
         """The candidates in the named files (`_named_files`) that fit within `TIE_MARGIN` of the first,
-        first: of code that fits alike, the file of the model the user names."""
+        first: of code that fits alike, the file of the model the user names. Before that, the lines of
+        entry classes the config does not name (`_other_entry`) go last."""
         names = {f.name for f in self._named_files()}
-        if not names or not candidates or candidates[0].file in names:
+        if not names or not candidates:
             return candidates, ()
+        candidates, said = self._entries_last(candidates)
+        if candidates[0].file in names:
+            return candidates, said
         best = candidates[0].score
-        first = [c for c in candidates if c.file in names and c.score <= best + TIE_MARGIN]
+        first = [
+            c
+            for c in candidates
+            if c.file in names and c.score <= best + TIE_MARGIN and not self._other_entry(c.function)
+        ]
         if not first:
-            return candidates, ()
-        said = (
+            return candidates, said
+        tie = (
             f"the config names {' or '.join(self.architectures)}, which {first[0].file} defines: its line "
             f"first, though `{candidates[0].function}` in {candidates[0].file} fits about alike"
         )
-        return (*first, *(c for c in candidates if c not in first)), (said,)
+        return (*first, *(c for c in candidates if c not in first)), (*said, tie)
+
+    def _entries_last(
+        self, candidates: tuple[Candidate, ...]
+    ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+        """`candidates` with the lines of another entry class (`_other_entry`) after the rest: the
+        config names the class that ran (``GPTBigCodeForCausalLM``), so its file's
+        ``GPTBigCodeForTokenClassification`` head, whose forward runs the same model and a linear,
+        did not; nor did another model's. Moved, not dropped (a script may build another class than
+        the one its config names): they stay among the first `MAX_CANDIDATES` where the others leave
+        room."""
+        others = [c for c in candidates if self._other_entry(c.function)]
+        if not others or len(others) == len(candidates):
+            return candidates, ()
+        said = (
+            f"the config names {' or '.join(self.architectures)}: `{others[0].function}` is another "
+            "model class's entry (a task head), which did not run; its line after the others"
+        )
+        return (*(c for c in candidates if c not in others), *others), (said,)
+
+    def _other_entry(self, function: str) -> bool:
+        """Whether `function` (``Class.method``) is a method of a model's entry class (``XFor<Task>``,
+        the classes a config's ``architectures`` name) other than those the config names (none when
+        it names none)."""
+        owner, _, _ = function.rpartition(".")
+        return (
+            bool(self.architectures and _ENTRY_CLASS.fullmatch(owner)) and owner not in self._named_classes()
+        )
+
+    def _named_classes(self) -> frozenset[str]:
+        """The classes of `architectures` and those they derive from, at any depth (SGLang's
+        ``Qwen3ForCausalLM(Qwen2ForCausalLM)`` runs the ``forward`` of the class it derives from)."""
+        if self._named_bases is None:
+            found, todo = set(self.architectures), list(self.architectures)
+            files, definitions = self._all_files(), self._definitions_index()
+            while todo:
+                name = todo.pop()
+                for i in definitions.get(("class", name), [])[:MAX_DEFINING_FILES]:
+                    header = re.search(
+                        rf"^[ \t]*class[ \t]+{re.escape(name)}[ \t]*\(([^)]*)\)", files[i].text, re.M
+                    )
+                    for base in header.group(1).split(",") if header else ():
+                        base = base.strip().rpartition(".")[2]
+                        if base.isidentifier() and base not in found:
+                            found.add(base)
+                            todo.append(base)
+            self._named_bases = frozenset(found)
+        return self._named_bases
 
     def _challengers(self, fitting: Iterable[tuple[tuple, set[str]]]) -> dict[tuple, list[_SourceFile]]:
         """Per window (`fitting`: its key and the files it fits), the `CHALLENGERS` files of most share

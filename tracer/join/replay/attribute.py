@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer.join.columns import column, rows_where
+from tracer.join.ranking import MAX_CANDIDATES
 from tracer.join.replay.align import EagerNames, best_capture, families_disagree, merge_streams
 from tracer.join.replay.capture import (
     GRAPH_LAUNCH_PREFIXES,
@@ -31,8 +32,6 @@ from tracer.join.replay.report import CapturedGraph, GraphReplays, ReplayReport
 from tracer.model.events import NONE, Cat, EventTable, Trace
 from tracer.model.origin import Attributions, Origin
 from tracer.model.site import Site
-
-MAX_CANDIDATES = 5
 
 # Alignment confidence by method: node ids name the node; order is exact on one stream; a
 # sequence alignment that needed gaps, or several streams ordered by start time, are less sure.
