@@ -83,8 +83,8 @@ def test_the_lm_head_answers_in_the_class_the_config_names(gpt_bigcode) -> None:
     at_lm_head = [f for f in named.findings if f.origin.line == lm_head]
     assert at_lm_head, "no op without stacks answered at the lm_head"
     for finding in at_lm_head:
-        said = [e for e in finding.origin.evidence if "another model class's entry" in e]
-        assert said and said[0].startswith("the config names GPTBigCodeForCausalLM: `GPTBigCodeFor")
+        said = [e for e in finding.origin.evidence if "(another entry class" in e]
+        assert said and said[0].startswith("the config names GPTBigCodeForCausalLM, not `GPTBigCodeFor")
         # the head's own line is still ranked, after
         assert any(int(c.rsplit(":", 1)[1]) in heads[0] for c in finding.origin.candidates[1:])
     # no op is answered first in a head the config does not name

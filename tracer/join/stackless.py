@@ -1232,8 +1232,8 @@ class StacklessRanker:
         if not others or len(others) == len(candidates):
             return candidates, ()
         said = (
-            f"the config names {' or '.join(self.architectures)}: `{others[0].function}` is another "
-            "model class's entry (a task head), which did not run; its line after the others"
+            f"the config names {' or '.join(self.architectures)}, not `{others[0].function}`'s class "
+            "(another entry class: a task head, or another model's): its line after the others"
         )
         return (*(c for c in candidates if c not in others), *others), (said,)
 
@@ -1248,7 +1248,8 @@ class StacklessRanker:
 
     def _named_classes(self) -> frozenset[str]:
         """The classes of `architectures` and those they derive from, at any depth (SGLang's
-        ``Qwen3ForCausalLM(Qwen2ForCausalLM)`` runs the ``forward`` of the class it derives from)."""
+        ``MistralLarge3ForCausalLM(DeepseekV3ForCausalLM)`` runs the ``forward`` of the class it
+        derives from)."""
         if self._named_bases is None:
             found, todo = set(self.architectures), list(self.architectures)
             files, definitions = self._all_files(), self._definitions_index()
