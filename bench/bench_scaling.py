@@ -8,7 +8,11 @@ before the change), each run measured in the same session, the repeats of the tw
 Prints MB/s end to end (the child's wall time, interpreter start included), the speedup against 1
 core and against the baseline at the same cores, and peak memory / trace size: the summed PSS of the
 child and its workers (shared pages counted once), sampled every 20 ms. Every run's JSON output must
-be the same bytes. Both trees are byte-compiled first, as an installed package is.
+be the same bytes. Every child compiles its modules as an installed package is compiled: into a
+bytecode cache of the bench's own (PYTHONPYCACHEPREFIX), filled by one unmeasured run per tree before
+the measured ones, so neither tree nor the modules it imports is compiled in a measured run (on a host
+whose site-packages hold no .pyc files, e.g. the device's numpy, and with PYTHONDONTWRITEBYTECODE set,
+every run compiled numpy anew: ~0.25 s of the 2.2 s run on 16 cores).
 
     python bench/bench_scaling.py [--keep DIR] [--cores 1,2,4,8,16] [--repeat 1]
         [--baseline-ref main | --baseline-tree DIR | --no-baseline] [--size-mb 520]
@@ -19,7 +23,6 @@ The trace is built by bench_explain.py's replicator (from the llama H200 fixture
 from __future__ import annotations
 
 import argparse
-import compileall
 import hashlib
 import os
 import shutil
@@ -132,12 +135,19 @@ class PeakMemory:
 
 def run_explain(tree: Path, trace: Path, cores: int, out: Path) -> dict:
     """`explain TRACE --json` with `tree`'s code on `cores` cores: wall seconds, peak PSS, output digest.
-    Every run starts in the folder of `out` (the same for both trees)."""
+    Every run starts in the folder of `out` (the same for both trees) and keeps its bytecode in
+    `out`'s folder's `pycache` (see the module's docstring)."""
     cpus = sorted(os.sched_getaffinity(0))[:cores]
     # The tree first, then whatever the environment already puts on the path (a --target install).
     path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, PYTHONPATH=path, KERNELTRACE_LOAD_WORKERS=str(cores))
-    env.pop("KERNELTRACE_MEMORY_LIMIT", None)
+    env = dict(
+        os.environ,
+        PYTHONPATH=path,
+        KERNELTRACE_LOAD_WORKERS=str(cores),
+        PYTHONPYCACHEPREFIX=str(out.parent / "pycache"),
+    )
+    for name in ("KERNELTRACE_MEMORY_LIMIT", "PYTHONDONTWRITEBYTECODE"):
+        env.pop(name, None)
     command = [sys.executable, "-m", "tracer", "explain", str(trace), "--json"]
     if SOURCE_ROOT.is_dir():
         command += ["--source", str(SOURCE_ROOT)]
@@ -218,10 +228,11 @@ def main() -> None:
                 if args.baseline_tree
                 else baseline_tree(args.baseline_ref, Path(tmp) / "baseline")
             )
-        for tree in trees.values():
-            # As installed (pip compiles the package): without .pyc files, and with
-            # PYTHONDONTWRITEBYTECODE set, each run would compile ~100 modules (0.2 s) anew.
-            compileall.compile_dir(tree / "tracer", quiet=1)
+        for name, tree in trees.items():
+            # As installed (pip compiles a package): the unmeasured run fills the bytecode cache.
+            warm = run_explain(tree, trace, max(counts), Path(tmp) / f"{name}-warm.json")
+            if "error" in warm:
+                raise SystemExit(f"{name} code failed: {warm['error']}")
         size_mb = trace.stat().st_size / 1e6
         print(
             f"trace {trace} ({size_mb:.0f} MB); {available} cores available, "
