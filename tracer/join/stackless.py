@@ -801,8 +801,8 @@ class StacklessRanker:
         confidence = self._confidence(ranked)
         evidence = (
             (
-                f"{len(everything)} line(s) can have run {hot_op}; ranked by how the {len(window)} ops around it "
-                "fit each function's source, in order"
+                f"{len(everything)} line(s) fit the {len(window)} ops around this {hot_op} ({len(functions)} "
+                "function(s) aligned with them); ranked by how well the ops fit each function's source, in order"
             ),
         )
         # a challenger (`_challengers`: aligned with every window it did not fit) counts for its file
@@ -843,7 +843,7 @@ class StacklessRanker:
         ranked = _best_first(weak.values())
         said = (
             f"a weak ranking: no function under the source roots fits more of the ops around this {hot_op} "
-            f"than about the op itself (a ranking needs a fit of {MIN_FIT}); {len(weak)} line(s) can have run it"
+            f"than about the op itself (a ranking needs a fit of {MIN_FIT}); {len(weak)} line(s) fit at least that"
         )
         return Ranking(tuple(ranked), WEAK_CONFIDENCE, (said,), weak=True)
 
