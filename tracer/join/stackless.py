@@ -668,6 +668,8 @@ class StacklessRanker:
         self._index: dict[str, list[int]] | None = None  # spelled name -> files spelling it
         self._holders: dict[frozenset[str], frozenset[int]] = {}
         self._importers: Counter | None = None  # file -> how many files import it (ties)
+        self._backed: dict[int, tuple[dict[str, float], tuple[float, str | None]]] = {}  # `_backing`
+        self._home_names: frozenset[str] | None = None  # the files defining an activation table
         self._functions: FunctionSpellings | None = None  # what each function spells (file picking)
         self._definitions: dict[tuple[str, str], list[int]] | None = None  # ("class"/"def", name) -> files
         self._copies: FunctionCopies | None = None
@@ -944,11 +946,16 @@ class StacklessRanker:
         top = expanded.files[0] if expanded.files else file
         caller_file = top if top != file else None  # a helper of another file: the call says which copy
         if self._support:
-            share = self._support.get(caller_file or file, 0.0)
+            share, picker = self._backing(caller_file or file, self._support)
             score += self._support_cost(caller_file or file, self._support)
             if share < 0.5:
                 reasons_against.append(
                     f"the rest of the trace fits its file little ({share:.0%} of the best file)"
+                )
+            elif picker is not None:
+                reasons_for.append(
+                    f"{picker}, which picks its activation by a config value, holds the code the rest of "
+                    f"the trace fits ({share:.0%} of the best file's)"
                 )
         site = self._site_at(file, point.line, point.col)
         if site is not None:
@@ -1388,14 +1395,36 @@ class StacklessRanker:
             self._importers = importer_counts((f.name, f.text) for f in self._all_files())
         return self._importers
 
+    def _backing(self, file: str, shares: dict[str, float]) -> tuple[float, str | None]:
+        """The share of the trace's windows that back `file` (`shares`): its own, or, for a file that
+        defines an activation table (`_homes`), that of the file of most share which picks its
+        activation by a config value (`_default_keys`), and that file (None for its own). An
+        activation's ``forward`` is a few ops of every layer: few windows fit its file on their own,
+        though it ran, and it charged the activation's lines as another model's file that one window
+        fits by chance is charged (the hold-out's CodeGen forward: a mul of ``NewGELUActivation``
+        answered in ``DabDetrEncoder.forward``). The model file that calls the activation the config
+        chose is what the rest of the trace fits."""
+        own = shares.get(file, 0.0)
+        if self._home_names is None:
+            self._home_names = frozenset(home.name for home in self._homes())
+        if not shares or file not in self._home_names:
+            return own, None
+        kept = self._backed.get(id(shares))
+        if kept is None or kept[0] is not shares:
+            if len(self._backed) > 4:
+                self._backed.clear()
+            pickers = [(share, name) for name, share in sorted(shares.items()) if self._default_keys(name)]
+            kept = self._backed[id(shares)] = (shares, max(pickers, default=(0.0, None)))
+        share, picker = kept[1]
+        return (share, picker) if share > own else (own, None)
+
     def _fit_alone(self, candidate: Candidate) -> float:
         """The candidate's score less the charge `_judge` made for the windows its file (the calling
         file's, if a call reached it) does not fit yet."""
         return candidate.score - self._support_cost(candidate.via or candidate.file, self._support)
 
-    @staticmethod
-    def _support_cost(file: str, shares: dict[str, float]) -> float:
-        return SUPPORT_AGAINST * (1.0 - shares.get(file, 0.0)) if shares else 0.0
+    def _support_cost(self, file: str, shares: dict[str, float]) -> float:
+        return SUPPORT_AGAINST * (1.0 - self._backing(file, shares)[0]) if shares else 0.0
 
     @staticmethod
     def _confidence(candidates: Sequence[Candidate]) -> float:
