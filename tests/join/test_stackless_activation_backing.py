@@ -85,7 +85,7 @@ def codegen(tmp_path_factory):
     return source, truth, bare
 
 
-def test_the_activation_answers_in_the_module_the_model_imports(codegen) -> None:
+def test_the_activation_is_backed_by_the_model_file_that_picks_it(codegen) -> None:
     source, truth, bare = codegen
     # CodeGen's default activation (``gelu_new``)
     gelu = _line_in_class(source / "activations.py", "NewGELUActivation", "torch.tanh(")
