@@ -668,8 +668,6 @@ class StacklessRanker:
         self._index: dict[str, list[int]] | None = None  # spelled name -> files spelling it
         self._holders: dict[frozenset[str], frozenset[int]] = {}
         self._importers: Counter | None = None  # file -> how many files import it (ties)
-        self._backed: dict[int, tuple[dict[str, float], tuple[float, str | None]]] = {}  # `_backing`
-        self._home_names: frozenset[str] | None = None  # the files defining an activation table
         self._functions: FunctionSpellings | None = None  # what each function spells (file picking)
         self._definitions: dict[tuple[str, str], list[int]] | None = None  # ("class"/"def", name) -> files
         self._copies: FunctionCopies | None = None
@@ -1405,17 +1403,11 @@ class StacklessRanker:
         answered in ``DabDetrEncoder.forward``). The model file that calls the activation the config
         chose is what the rest of the trace fits."""
         own = shares.get(file, 0.0)
-        if self._home_names is None:
-            self._home_names = frozenset(home.name for home in self._homes())
-        if not shares or file not in self._home_names:
+        if not shares or not any(home.name == file for home in self._homes()):
             return own, None
-        kept = self._backed.get(id(shares))
-        if kept is None or kept[0] is not shares:
-            if len(self._backed) > 4:
-                self._backed.clear()
-            pickers = [(share, name) for name, share in sorted(shares.items()) if self._default_keys(name)]
-            kept = self._backed[id(shares)] = (shares, max(pickers, default=(0.0, None)))
-        share, picker = kept[1]
+        share, picker = max(
+            ((share, name) for name, share in shares.items() if self._default_keys(name)), default=(0.0, None)
+        )
         return (share, picker) if share > own else (own, None)
 
     def _fit_alone(self, candidate: Candidate) -> float:
