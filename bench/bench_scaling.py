@@ -230,7 +230,7 @@ def main() -> None:
             )
         for name, tree in trees.items():
             # As installed (pip compiles a package): the unmeasured run fills the bytecode cache.
-            warm = run_explain(tree, trace, max(counts), Path(tmp) / f"{name}-warm.json")
+            warm = run_explain(tree, trace, max(counts, default=1), Path(tmp) / f"{name}-warm.json")
             if "error" in warm:
                 raise SystemExit(f"{name} code failed: {warm['error']}")
         size_mb = trace.stat().st_size / 1e6
