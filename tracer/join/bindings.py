@@ -19,6 +19,7 @@ LAMBDA = "lambda"  # a lambda defined on `line`
 ELEMENTS = "[]"  # a local name's key + this: what the container it names holds (``table[i](x)``)
 ALIAS = "alias"  # another name for `target` (a function or a class)
 REGISTRY = "registry"  # what a lookup in the module-level table `target` returns (``T.get(k, default)``)
+BUILT = "built"  # an instance of a class the module-level table `target` holds (``T[key](config)``)
 TORCH_OP = "torch_op"  # a torch function or a torch.nn module: calling it runs `aten::<target>`
 ACTIVATION = "activation"  # a TORCH_OP target: one of torch's activation ops, picked by a config value
 
@@ -96,7 +97,7 @@ def table_values(tree: ast.Module, name: str) -> list[str]:
 class Binding:
     """One thing a name may be bound to."""
 
-    kind: str  # CALLED, PARTIAL, LAMBDA, ALIAS, TORCH_OP, REGISTRY
+    kind: str  # CALLED, PARTIAL, LAMBDA, ALIAS, TORCH_OP, REGISTRY, BUILT
     target: str = ""  # the class or function's name (last part of a dotted name), or the op's
     line: int = 0  # LAMBDA: where it is defined
     dtype: str | None = None  # PARTIAL of a cast: its literal dtype keyword
@@ -174,6 +175,8 @@ def _walk_body(
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             own = dict(scope) if class_sketch is None else {}  # a method does not see its class body
             own.update(annotated_parameters(node.args))
+            for name, bound in default_parameters(node.args).items():
+                own[name] = _merge(own.get(name, ()), bound)
             found.functions[id(node)] = own
             _walk_body(node.body, found, None, own, class_sketch or method_class)
         else:
@@ -310,6 +313,21 @@ def annotated_parameters(arguments: ast.arguments) -> dict[str, tuple[Binding, .
     return found
 
 
+def default_parameters(arguments: ast.arguments) -> dict[str, tuple[Binding, ...]]:
+    """What a function's parameters hold by default where the default names a function or class
+    (``mask_function: Callable = causal_mask_function``): one thing the parameter may be."""
+    positional = (*arguments.posonlyargs, *arguments.args)
+    pairs = [
+        *zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults),
+        *((a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None),
+    ]
+    return {
+        argument.arg: (Binding(ALIAS, default.id),)
+        for argument, default in pairs
+        if isinstance(default, ast.Name)
+    }
+
+
 def _names_in(value: ast.AST) -> list[str]:
     """The plain names an assigned value may be: ``layers``, ``a if c else b``, ``a or b``."""
     if isinstance(value, ast.Name):
@@ -387,6 +405,12 @@ def bindings_of(value: ast.AST) -> tuple[Binding, ...]:
         and isinstance(func.value, ast.Call)
     ):
         return bindings_of(func.value)
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
+        # ``FALCON_ATTENTION_CLASSES[config._attn_implementation](config, layer_idx)``: an instance of
+        # a class of the table (``ACT2CLS[config.hidden_act]()``: the activation the config picks)
+        if _ACTIVATION_TABLE.search(func.value.id):
+            return (Binding(TORCH_OP, ACTIVATION),)
+        return (Binding(BUILT, func.value.id),)
     if name is None:
         return ()
     if name in _LOOKUPS and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
@@ -455,6 +479,7 @@ def _dtype_text(node: ast.AST) -> str | None:
 __all__ = [
     "ACTIVATION",
     "ALIAS",
+    "BUILT",
     "CALLED",
     "ELEMENTS",
     "LAMBDA",

@@ -234,6 +234,9 @@ class Scope:
     # locals only ever holding Python numbers, and ``self.<attr>`` for attributes its class (and
     # bases of the module) only ever sets to numbers
     scalar_names: frozenset[str] = frozenset()
+    # parameters that are numbers by their annotation alone (``q_idx: int``): a hint, not a proof
+    # (transformers' mask functions, annotated ``int``, are called with tensors)
+    hinted_names: frozenset[str] = frozenset()
 
 
 class _Builder:
@@ -262,6 +265,14 @@ class _Builder:
     def scalar(self, node: ast.AST) -> bool:
         """Whether `node` is a Python number here (arithmetic on numbers runs no op)."""
         return _is_scalar_expression(node, self.scope.scalar_names)
+
+    def hinted(self, *operands: ast.AST) -> bool:
+        """Whether an operator on `operands`, all numbers by `scalar`, is so only by the annotations of
+        the parameters it combines, and nothing else (``kv_idx <= q_idx`` of ``q_idx: int``): it may
+        run an op (then a cheap one to skip, as an operator on sizes is). A literal, an attribute or
+        a call among them (``layer_id - self.start_layer``, ``q_length == 1``) says a Python number."""
+        hinted = self.scope.hinted_names
+        return bool(hinted) and all(_only_names(operand, hinted) for operand in operands)
 
     def on_sizes(self, *operands: ast.AST) -> bool:
         """Whether an operator on `operands` likely works on sizes: inside the arguments of a call
@@ -518,9 +529,14 @@ class _Builder:
         if isinstance(node, ast.BinOp):
             s = self.expr(node.right, self.expr(node.left, s))
             op = BINARY_OPS.get(type(node.op))
-            if op is None or (self.scalar(node.left) and self.scalar(node.right)):
+            if op is None:
                 return s
-            scalar = self.on_sizes(node.left, node.right)
+            if self.scalar(node.left) and self.scalar(node.right):
+                if not self.hinted(node.left, node.right):
+                    return s
+                scalar = True
+            else:
+                scalar = self.on_sizes(node.left, node.right)
             return self.point(s, CallPoint(node.lineno, node.col_offset, OPERATOR, op, scalar_like=scalar))
         if isinstance(node, ast.UnaryOp):
             s = self.expr(node.operand, s)
@@ -543,12 +559,13 @@ class _Builder:
             for comparison, right in zip(node.ops, node.comparators):
                 s = self.expr(right, s)
                 name = COMPARE_OPS.get(type(comparison))
+                numbers = self.scalar(right) and self.scalar(node.left)
                 if (
                     name is not None
-                    and not (self.scalar(right) and self.scalar(node.left))
+                    and (not numbers or self.hinted(node.left, right))
                     and not (_is_text(right) or _is_text(node.left))  # ``x.device.type != "mps"``
                 ):
-                    scalar = self.on_sizes(node.left, right) or _is_none(right)
+                    scalar = numbers or self.on_sizes(node.left, right) or _is_none(right)
                     s = self.point(
                         s, CallPoint(node.lineno, node.col_offset, OPERATOR, name, scalar_like=scalar)
                     )
@@ -792,8 +809,22 @@ class ModulePrograms:
             )
             if entry.class_node is not None:
                 scalars |= self.scalar_attributes(entry.class_node.name)
+            hinted = (
+                frozenset(
+                    a.arg
+                    for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)
+                    if _is_scalar_annotation(a.annotation)
+                )
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else frozenset()
+            )
             found = Scope(
-                frozenset(methods), frozenset(properties), self._aliases, self._local_names(entry), scalars
+                frozenset(methods),
+                frozenset(properties),
+                self._aliases,
+                self._local_names(entry),
+                scalars,
+                hinted & scalars,
             )
             self._scopes[id(node)] = found
         return found
@@ -1125,6 +1156,17 @@ def _is_scalar_expression(node: ast.AST, scalars: frozenset[str] | set[str]) -> 
         if isinstance(func, ast.Attribute) and func.attr in _NUMBER_METHODS:
             return True
         return _is_math(func)
+    return False
+
+
+def _only_names(node: ast.AST, names: frozenset[str]) -> bool:
+    """Whether `node` is `names` and arithmetic of them, nothing else."""
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.BinOp):
+        return _only_names(node.left, names) and _only_names(node.right, names)
+    if isinstance(node, ast.UnaryOp):
+        return _only_names(node.operand, names)
     return False
 
 

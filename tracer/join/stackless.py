@@ -49,6 +49,7 @@ from tracer.join.align import Alignment
 from tracer.join.bindings import (
     ACTIVATION,
     ALIAS,
+    BUILT,
     CALLED,
     ELEMENTS,
     LAMBDA,
@@ -252,6 +253,22 @@ COVER_MIN_WINDOWS = 2  # ... each fitting at least these windows the ones before
 # nothing to do: ``x.contiguous()`` of a contiguous tensor records no ``aten::contiguous``
 # (``THPVariable_contiguous``). Skipping one costs what a call of no op costs.
 NOTHING_TO_DO_METHODS = frozenset({"contiguous"})
+
+
+_TEST_FOLDERS = frozenset({"test", "tests", "testing"})
+
+
+def is_test_code(relative: str) -> bool:
+    """Whether a source file (named relative to its import root) is a package's tests: in a ``test``,
+    ``tests`` or ``testing`` folder (``sglang/test/kits/...``), or ``test_*.py``, ``*_test.py``,
+    ``conftest.py``."""
+    *folders, name = relative.split("/")
+    return (
+        not _TEST_FOLDERS.isdisjoint(folders)
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+    )
 
 
 def runs_no_op(point: CallPoint) -> bool:
@@ -575,6 +592,9 @@ class _Function:
     # its positional parameters (a method's without ``self``) and how many take no default
     parameters: tuple[str, ...] = ()
     required: int = 0
+    # the def lines of the functions nested in it that it returns by name: calling what it returns
+    # runs one of them (a factory of closures: transformers' ``and_masks`` returns ``and_mask``)
+    returns: tuple[int, ...] = ()
 
     def program(self) -> Program | None:
         return self.file.programs.program(self.line, self.name) if self.file.programs is not None else None
@@ -1154,7 +1174,8 @@ class StacklessRanker:
                 answers, said = answered[key]
                 answers, picked = _default_first(answers, chosen)
                 answers, named = self._named_first(answers)
-                answers, said = answers[:MAX_CANDIDATES], (*said, *picked, *named)
+                answers, tested = _tests_last(answers)
+                answers, said = answers[:MAX_CANDIDATES], (*said, *picked, *named, *tested)
                 new = replace(
                     ranking,
                     candidates=answers,
@@ -1692,10 +1713,8 @@ class StacklessRanker:
             bound = caller.bindings.get(path + ELEMENTS if indexed else path, ())
         methods: list[_Function] = []
         for binding in bound:
-            if binding.kind == CALLED:
-                found = self._class(binding.target, caller.file)
-                if found is not None:
-                    methods.extend(self._implementations(found, name))
+            for found in self._classes_bound(binding, caller.file):
+                methods.extend(self._implementations(found, name))
         return list(dict.fromkeys(methods))
 
     def _implementations(self, found: tuple[_SourceFile, str], name: str) -> list[_Function]:
@@ -1737,21 +1756,37 @@ class StacklessRanker:
         if binding.kind == LAMBDA:
             function = self._lambda(near, binding.line)
             return [function] if function is not None else []
-        if binding.kind == CALLED:
-            found = self._class(binding.target, near)
-            if found is None:
-                return []
-            for method in ("forward", "__call__"):
-                function = self._method(found[1], method, found[0])
-                if function is not None:
-                    return self._dispatched(found, function) or [function]
-            return []
+        if binding.kind in (CALLED, BUILT):  # an instance: calling it runs its class's forward
+            out: list = []
+            for found in self._classes_bound(binding, near):
+                for method in ("forward", "__call__"):
+                    function = self._method(found[1], method, found[0])
+                    if function is not None:
+                        out.extend(self._dispatched(found, function) or [function])
+                        break
+            if not out and binding.kind == CALLED:  # what a function returned: a closure it made
+                factory = self._function(binding.target, near)
+                if factory is not None and factory.returns:
+                    out = [f for f in factory.file.functions if f.line in factory.returns]
+            return out
         if binding.kind in (PARTIAL, ALIAS):
             function = self._function(binding.target, near)
             return [function] if function is not None else []
         if binding.kind == REGISTRY:
             return self._registry(binding.target, near)
         return []
+
+    def _classes_bound(self, binding: Binding, near: _SourceFile) -> list[tuple[_SourceFile, str]]:
+        """The classes whose instance `binding` (of a name in `near`) is: its class (`CALLED`), or
+        each class of the table it was built from (`BUILT`: ``T[config.x](config)``, the config
+        picking one), each an alternative; none for any other binding."""
+        if binding.kind == CALLED:
+            found = self._class(binding.target, near)
+            return [found] if found is not None else []
+        if binding.kind != BUILT:
+            return []
+        home, names = self._table(binding.target, near)
+        return [found for value in names if (found := self._class(value, home)) is not None]
 
     def _dispatched(self, found: tuple[_SourceFile, str], forward: _Function) -> list[_Function]:
         """A module whose ``forward_native`` another class than its ``forward``'s defines (SGLang's
@@ -1773,19 +1808,22 @@ class StacklessRanker:
         `name` from. Which one a call runs depends on the config: each is an alternative."""
         key = (near.name, name)
         if key not in self._registries:
-            self._registries[key] = []
-            home, original = near, name
-            imported = near.bindings.imports.get(name) if near.bindings is not None else None
-            if imported is not None:
-                found = self._module_file(near.name, imported.level, imported.module)
-                if found is not None:
-                    self._parse_file(found)
-                    home, original = found, imported.name
-            if home.programs is not None:
-                names = table_values(home.programs.tree, original)
-                functions = [self._function(value, home) for value in names]
-                self._registries[key] = list(dict.fromkeys(f for f in functions if f is not None))
+            home, names = self._table(name, near)
+            functions = [self._function(value, home) for value in names]
+            self._registries[key] = list(dict.fromkeys(f for f in functions if f is not None))
         return self._registries[key]
+
+    def _table(self, name: str, near: _SourceFile) -> tuple[_SourceFile, list[str]]:
+        """The file defining the module-level table `name` (`near`, or the file it imports `name` from)
+        and the names its values are there (`table_values`); none where it is not found."""
+        home, original = near, name
+        imported = near.bindings.imports.get(name) if near.bindings is not None else None
+        if imported is not None:
+            found = self._module_file(near.name, imported.level, imported.module)
+            if found is not None:
+                self._parse_file(found)
+                home, original = found, imported.name
+        return home, table_values(home.programs.tree, original) if home.programs is not None else []
 
     def _callbacks(self, source_file: _SourceFile, arguments: tuple[str, ...]) -> list[_Function]:
         """What a call of a name the source binds to nothing (a parameter, a loop's item: a callable
@@ -2044,9 +2082,12 @@ class StacklessRanker:
         for source_file in (*self._supported, *challengers):
             if source_file not in picked and (source_file.spelled & hot_group or not hot_group):
                 picked.append(source_file)
-        for source_file in picked:
+        # a package's own tests (`is_test_code`) are not aligned: their reference implementations run
+        # in one function what the library runs across several (`_tests_last`)
+        library = [f for f in picked if not is_test_code(f.name)]
+        for source_file in library:
             self._parse_file(source_file)
-        return [f for f in picked if f.programs is not None]
+        return [f for f in library if f.programs is not None]
 
     def _order_scores(self, window: Sequence[str], hot: int) -> dict[int, tuple[float, int, int]]:
         """Per file, how well its best function runs the ops around the hot one (`ORDER_OPS` named
@@ -2242,8 +2283,10 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
         )
         parameters: tuple[str, ...] = ()
         required = 0
+        returns: tuple[int, ...] = ()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             parameters, required = positional_parameters(node, method=owner is not None)
+            returns = _returned_closures(node, nodes)
         sketches.append(
             _Function(
                 source_file,
@@ -2256,9 +2299,26 @@ def _sketches(source_file: _SourceFile) -> list[_Function]:
                 abstract=_is_abstract(node),
                 parameters=parameters,
                 required=required,
+                returns=returns,
             )
         )
     return sketches
+
+
+def _returned_closures(node, nodes: list) -> tuple[int, ...]:
+    """The def lines of the functions nested in function `node` (`nodes`: its own nodes) that it
+    returns by name (``def and_mask(...): ...`` then ``return and_mask``)."""
+    import ast
+
+    nested = {c.name: c.lineno for c in nodes if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if not nested:
+        return ()
+    returned = {
+        nested[c.value.id]
+        for c in nodes
+        if isinstance(c, ast.Return) and isinstance(c.value, ast.Name) and c.value.id in nested
+    }
+    return tuple(sorted(returned))
 
 
 def _is_abstract(node) -> bool:
@@ -2572,6 +2632,23 @@ def _default_first(
         f"activation by a config value whose default ({keys}) names it; a checkpoint's config may name another"
     )
     return (*near, *(c for c in candidates if c not in near)), (said,)
+
+
+def _tests_last(candidates: tuple[Candidate, ...]) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+    """`candidates` with the lines of a package's own tests (`is_test_code`) after the rest: SGLang
+    ships 702 test files in its package, whose reference implementations run in one function what the
+    library runs across several (the attention backend, the KV pool, the layer), so they fit a window
+    of the library's ops better than its own functions do (11% of the op time of the corpus's SGLang
+    attention extend was answered in ``sglang/test/kits/...``). A served model runs the library, not
+    its tests. Moved, not dropped: where only tests fit, they stay."""
+    tests = [c for c in candidates if is_test_code(c.file)]
+    if not tests or len(tests) == len(candidates):
+        return candidates, ()
+    said = (
+        f"`{tests[0].function}` ({tests[0].file}) is a package's test code, which a served model does not "
+        "run: its line after the library's"
+    )
+    return (*(c for c in candidates if c not in tests), *tests), (said,)
 
 
 def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:

@@ -1,0 +1,167 @@
+"""Without stacks, what a call of a callable the source builds or is handed runs:
+
+- a layer built from a table of classes runs the forward of each class the table holds: transformers'
+  Falcon, GPT-J and GPT-Neo build their attention as
+  ``FALCON_ATTENTION_CLASSES[config._attn_implementation](config, layer_idx)``, and a decoder layer's
+  ``self.self_attention(...)`` bound to nothing was a block of unknown ops that absorbed the ops of
+  the layer's attention (the hold-out's Falcon forward answered 2.9% of its time, ``FalconLinear``'s
+  ``input @ self.weight.T``, at the decoder layer's call of its attention);
+- what a function returns when it returns a closure it defines (``and_masks(...)`` returns
+  ``and_mask``), and a parameter's default (``mask_function: Callable = causal_mask_function``);
+- an operator on parameters annotated ``int`` may run an op: the annotation is a hint
+  (``causal_mask_function``'s ``kv_idx <= q_idx`` runs ``aten::le`` on tensors; its ``le`` was
+  answered in a sliding window's mask, ``abs(q_idx - kv_idx) <= sliding_window``).
+
+Run end to end on a real trace made here: a tiny ``FalconForCausalLM`` forward of a left-padded
+batch (its mask made by ``and_masks(causal_mask_function, padding_mask_function(...))``), profiled on
+CPU without stacks (and with stacks for the truth), the source a folder of the installed
+transformers' own files: Falcon's model and config and the modules it imports."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tracer.join.bindings import ACTIVATION, ALIAS, BUILT, TORCH_OP, Binding, bindings_of, default_parameters
+
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+INSTALLED = Path(transformers.__file__).parent
+FILES = (
+    "activations.py",
+    "masking_utils.py",
+    "cache_utils.py",
+    "models/falcon/modeling_falcon.py",
+    "models/falcon/configuration_falcon.py",
+)
+
+
+def _value(text: str) -> ast.expr:
+    statement = ast.parse(text).body[0]
+    assert isinstance(statement, ast.Assign)
+    return statement.value
+
+
+def test_an_element_of_a_table_called_binds_an_instance_of_its_classes() -> None:
+    built = _value("self.attn = GPTJ_ATTENTION_CLASSES[config._attn_implementation](config, layer_idx)")
+    assert bindings_of(built) == (Binding(BUILT, "GPTJ_ATTENTION_CLASSES"),)
+    # a table of activation classes: the activation the config picks, as ``ACT2FN[...]``
+    assert bindings_of(_value("self.act = ACT2CLS[config.hidden_act]()")) == (Binding(TORCH_OP, ACTIVATION),)
+    # the table itself, not called: a function of it (unchanged)
+    assert (
+        bindings_of(_value("f = ALL_ATTENTION_FUNCTIONS[config._attn_implementation]"))[0].kind == "registry"
+    )
+
+
+def test_a_parameter_default_binds_what_it_names() -> None:
+    function = ast.parse("def f(a, m=causal_mask_function, *, k=None, n=1, d=torch.float32): pass").body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert default_parameters(function.args) == {"m": (Binding(ALIAS, "causal_mask_function"),)}
+
+
+def _line_in_class(path: Path, owner: str, text: str) -> int:
+    """The one line of class `owner` in `path` that holds `text`."""
+    found = next(
+        node
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ClassDef) and node.name == owner
+    )
+    lines = path.read_text().splitlines()
+    (line,) = [n for n in range(found.lineno, (found.end_lineno or found.lineno) + 1) if text in lines[n - 1]]
+    return line
+
+
+def _source(folder: Path) -> Path:
+    root = folder / "src" / "transformers"
+    for relative in FILES:
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(INSTALLED / relative, root / relative)
+    for package in (root, root / "models", root / "models" / "falcon"):
+        (package / "__init__.py").write_text("")
+    return root
+
+
+def _profile(folder: Path, with_stack: bool) -> Path:
+    from transformers import FalconConfig, FalconForCausalLM
+
+    torch.manual_seed(0)
+    config = FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=128)
+    model = FalconForCausalLM(config).eval()
+    ids = torch.randint(0, 128, (2, 8))
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[0, :3] = 0  # left padding: the mask is made, not left to SDPA's is_causal
+    with torch.no_grad():
+        model(ids, attention_mask=mask)
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], with_stack=with_stack
+        ) as profile:
+            for _ in range(3):
+                model(ids, attention_mask=mask)
+    trace = folder / ("stack.json" if with_stack else "nostack.json")
+    profile.export_chrome_trace(str(trace))
+    return trace
+
+
+@pytest.fixture(scope="module")
+def falcon(tmp_path_factory):
+    from tracer.api import explain_trace
+
+    folder = tmp_path_factory.mktemp("falcon")
+    source = _source(folder)
+    truth = explain_trace(_profile(folder, with_stack=True), source=[source])
+    bare = explain_trace(_profile(folder, with_stack=False), source=[source])
+    return source, truth, bare
+
+
+def _ops_at(result, line: int, file: str = "/modeling_falcon.py") -> set[str]:
+    return {
+        f.kernel_short
+        for f in result.findings
+        if f.origin.file and f.origin.file.endswith(file) and f.origin.line == line
+    }
+
+
+def _line_in_function(path: Path, name: str, text: str) -> int:
+    """The one line of function `name` (at any depth) in `path` that holds `text`."""
+    lines = path.read_text().splitlines()
+    (line,) = [
+        n
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name == name
+        for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+        if text in lines[n - 1]
+    ]
+    return line
+
+
+def test_the_attention_built_from_a_table_is_aligned_in_its_layer(falcon) -> None:
+    source, truth, bare = falcon
+    model = source / "models" / "falcon" / "modeling_falcon.py"
+    matmul = _line_in_class(model, "FalconLinear", "input @ self.weight.T")
+    call = _line_in_class(model, "FalconDecoderLayer", "= self.self_attention(")
+    # the truth: FalconLinear's matmul ran at its line, none at the layer's call of its attention
+    assert {"aten::_unsafe_view", "aten::resolve_conj"} <= _ops_at(truth, matmul)
+    assert not _ops_at(truth, call)
+    # without stacks: the same (the code before answered a view, an alias and the matmul's ops at
+    # the call, a block of unknown ops)
+    assert not _ops_at(bare, call)
+    assert {"aten::_unsafe_view", "aten::resolve_conj"} <= _ops_at(bare, matmul)
+
+
+def test_a_returned_closure_and_an_annotated_int_run_the_mask_ops(falcon) -> None:
+    source, truth, bare = falcon
+    masking = source / "masking_utils.py"
+    causal = _line_in_function(masking, "causal_mask_function", "kv_idx <= q_idx")
+    anded = _line_in_function(masking, "and_mask", "result = result & mask(")
+    # the truth: the causal mask's comparison and the closure's `&` ran at their lines
+    assert "aten::le" in _ops_at(truth, causal, "/masking_utils.py")
+    assert "aten::bitwise_and" in _ops_at(truth, anded, "/masking_utils.py")
+    # without stacks: the same (the code before answered the `le` in a sliding window's mask)
+    assert "aten::le" in _ops_at(bare, causal, "/masking_utils.py")
+    assert "aten::bitwise_and" in _ops_at(bare, anded, "/masking_utils.py")
+    sliding = _line_in_function(masking, "inner_mask", "abs(q_idx - kv_idx) <= sliding_window")
+    assert not _ops_at(bare, sliding, "/masking_utils.py")
