@@ -3,6 +3,11 @@ join answered for an op of it."""
 
 from __future__ import annotations
 
+import ast
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
 
 def line_of(text: str, needle: str) -> int:
     """The line number of the first line of `text` (a module's source as given to `write_package`,
@@ -28,3 +33,60 @@ def assert_ranked_first(origins: list, file: str, line: int) -> None:
     for origin in origins:
         assert (origin.file, origin.line) == (file, line), origin.candidates
         assert origin.answer == "ranked" and origin.confidence < 0.5  # still a ranking
+
+
+# the modules of transformers a model file imports and runs beside its own (`installed_copy`'s files)
+TRANSFORMERS_HELPERS = ("activations.py", "masking_utils.py", "cache_utils.py")
+
+
+def line_in_class(path: Path, owner: str, text: str) -> int:
+    """The one line of class `owner` (at the top of module `path`) that holds `text`."""
+    found = next(
+        node
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ClassDef) and node.name == owner
+    )
+    lines = path.read_text().splitlines()
+    (line,) = [n for n in range(found.lineno, (found.end_lineno or found.lineno) + 1) if text in lines[n - 1]]
+    return line
+
+
+def installed_copy(folder: Path, installed: Path, files: Sequence[str]) -> Path:
+    """``folder/src/<name of installed>``: a copy of `files` (relative to the installed package
+    `installed`), each folder of them a package of an empty ``__init__.py``; the installed code as a
+    ``--source``, without the rest of it."""
+    root = folder / "src" / installed.name
+    for relative in files:
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(installed / relative, root / relative)
+        for package in (root / relative).relative_to(root).parents:
+            init = root / package / "__init__.py"
+            if not init.exists():
+                init.write_text("")
+    return root
+
+
+def explained_with_and_without_stacks(folder: Path, run: Callable[[], object], source: Path) -> tuple:
+    """`run` profiled on CPU under ``no_grad`` (3 calls, after one not profiled) with Python stacks
+    and without, each trace written under `folder` and explained with `source`: (the analysis with
+    stacks: the truth, the one without)."""
+    import torch
+
+    from tracer.api import explain_trace
+
+    with torch.no_grad():
+        run()
+    analyses = []
+    for with_stack in (True, False):
+        with (
+            torch.no_grad(),
+            torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU], with_stack=with_stack
+            ) as profile,
+        ):
+            for _ in range(3):
+                run()
+        trace = folder / ("stack.json" if with_stack else "nostack.json")
+        profile.export_chrome_trace(str(trace))
+        analyses.append(explain_trace(trace, source=[source]))
+    return tuple(analyses)

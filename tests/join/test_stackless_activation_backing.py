@@ -12,20 +12,23 @@ DAB-DETR's model, whose encoder fits one window of the GELU by chance."""
 
 from __future__ import annotations
 
-import ast
-import shutil
 from pathlib import Path
 
 import pytest
+
+from tests.join.package_source import (
+    TRANSFORMERS_HELPERS,
+    explained_with_and_without_stacks,
+    installed_copy,
+    line_in_class,
+)
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 INSTALLED = Path(transformers.__file__).parent
 FILES = (
-    "activations.py",
-    "masking_utils.py",
-    "cache_utils.py",
+    *TRANSFORMERS_HELPERS,
     "models/codegen/modeling_codegen.py",
     "models/codegen/configuration_codegen.py",
     "models/dab_detr/modeling_dab_detr.py",
@@ -33,62 +36,24 @@ FILES = (
 )
 
 
-def _line_in_class(path: Path, owner: str, text: str) -> int:
-    """The one line of class `owner` in `path` that holds `text`."""
-    found = next(
-        node
-        for node in ast.parse(path.read_text()).body
-        if isinstance(node, ast.ClassDef) and node.name == owner
-    )
-    lines = path.read_text().splitlines()
-    (line,) = [n for n in range(found.lineno, (found.end_lineno or found.lineno) + 1) if text in lines[n - 1]]
-    return line
-
-
-def _source(folder: Path) -> Path:
-    root = folder / "src" / "transformers"
-    for relative in FILES:
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(INSTALLED / relative, root / relative)
-    for package in (root, root / "models", root / "models" / "codegen", root / "models" / "dab_detr"):
-        (package / "__init__.py").write_text("")
-    return root
-
-
-def _profile(folder: Path, with_stack: bool) -> Path:
+@pytest.fixture(scope="module")
+def codegen(tmp_path_factory):
     from transformers import CodeGenConfig, CodeGenForCausalLM
 
+    folder = tmp_path_factory.mktemp("codegen")
+    source = installed_copy(folder, INSTALLED, FILES)
     torch.manual_seed(0)
     config = CodeGenConfig(n_layer=2, n_embd=64, n_head=4, rotary_dim=8, vocab_size=128, n_positions=64)
     model = CodeGenForCausalLM(config).eval()
     ids = torch.randint(0, 128, (1, 8))
-    with torch.no_grad():
-        model(ids)
-        with torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], with_stack=with_stack
-        ) as profile:
-            for _ in range(3):
-                model(ids)
-    trace = folder / ("stack.json" if with_stack else "nostack.json")
-    profile.export_chrome_trace(str(trace))
-    return trace
-
-
-@pytest.fixture(scope="module")
-def codegen(tmp_path_factory):
-    from tracer.api import explain_trace
-
-    folder = tmp_path_factory.mktemp("codegen")
-    source = _source(folder)
-    truth = explain_trace(_profile(folder, with_stack=True), source=[source])
-    bare = explain_trace(_profile(folder, with_stack=False), source=[source])
+    truth, bare = explained_with_and_without_stacks(folder, lambda: model(ids), source)
     return source, truth, bare
 
 
 def test_the_activation_is_backed_by_the_model_file_that_picks_it(codegen) -> None:
     source, truth, bare = codegen
     # CodeGen's default activation (``gelu_new``)
-    gelu = _line_in_class(source / "activations.py", "NewGELUActivation", "torch.tanh(")
+    gelu = line_in_class(source / "activations.py", "NewGELUActivation", "torch.tanh(")
     # the truth: the GELU's ops ran at its line, by the stacks
     assert {
         f.origin.line for f in truth.findings if f.origin.file and f.origin.file.endswith("/activations.py")

@@ -20,11 +20,16 @@ transformers' own files: Falcon's model and config and the modules it imports.""
 from __future__ import annotations
 
 import ast
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.join.package_source import (
+    TRANSFORMERS_HELPERS,
+    explained_with_and_without_stacks,
+    installed_copy,
+    line_in_class,
+)
 from tracer.join.bindings import ACTIVATION, ALIAS, BUILT, TORCH_OP, Binding, bindings_of, default_parameters
 
 transformers = pytest.importorskip("transformers")
@@ -32,9 +37,7 @@ torch = pytest.importorskip("torch")
 
 INSTALLED = Path(transformers.__file__).parent
 FILES = (
-    "activations.py",
-    "masking_utils.py",
-    "cache_utils.py",
+    *TRANSFORMERS_HELPERS,
     "models/falcon/modeling_falcon.py",
     "models/falcon/configuration_falcon.py",
 )
@@ -63,57 +66,19 @@ def test_a_parameter_default_binds_what_it_names() -> None:
     assert default_parameters(function.args) == {"m": (Binding(ALIAS, "causal_mask_function"),)}
 
 
-def _line_in_class(path: Path, owner: str, text: str) -> int:
-    """The one line of class `owner` in `path` that holds `text`."""
-    found = next(
-        node
-        for node in ast.parse(path.read_text()).body
-        if isinstance(node, ast.ClassDef) and node.name == owner
-    )
-    lines = path.read_text().splitlines()
-    (line,) = [n for n in range(found.lineno, (found.end_lineno or found.lineno) + 1) if text in lines[n - 1]]
-    return line
-
-
-def _source(folder: Path) -> Path:
-    root = folder / "src" / "transformers"
-    for relative in FILES:
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(INSTALLED / relative, root / relative)
-    for package in (root, root / "models", root / "models" / "falcon"):
-        (package / "__init__.py").write_text("")
-    return root
-
-
-def _profile(folder: Path, with_stack: bool) -> Path:
+@pytest.fixture(scope="module")
+def falcon(tmp_path_factory):
     from transformers import FalconConfig, FalconForCausalLM
 
+    folder = tmp_path_factory.mktemp("falcon")
+    source = installed_copy(folder, INSTALLED, FILES)
     torch.manual_seed(0)
     config = FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=128)
     model = FalconForCausalLM(config).eval()
     ids = torch.randint(0, 128, (2, 8))
     mask = torch.ones(2, 8, dtype=torch.long)
     mask[0, :3] = 0  # left padding: the mask is made, not left to SDPA's is_causal
-    with torch.no_grad():
-        model(ids, attention_mask=mask)
-        with torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], with_stack=with_stack
-        ) as profile:
-            for _ in range(3):
-                model(ids, attention_mask=mask)
-    trace = folder / ("stack.json" if with_stack else "nostack.json")
-    profile.export_chrome_trace(str(trace))
-    return trace
-
-
-@pytest.fixture(scope="module")
-def falcon(tmp_path_factory):
-    from tracer.api import explain_trace
-
-    folder = tmp_path_factory.mktemp("falcon")
-    source = _source(folder)
-    truth = explain_trace(_profile(folder, with_stack=True), source=[source])
-    bare = explain_trace(_profile(folder, with_stack=False), source=[source])
+    truth, bare = explained_with_and_without_stacks(folder, lambda: model(ids, attention_mask=mask), source)
     return source, truth, bare
 
 
@@ -141,8 +106,8 @@ def _line_in_function(path: Path, name: str, text: str) -> int:
 def test_the_attention_built_from_a_table_is_aligned_in_its_layer(falcon) -> None:
     source, truth, bare = falcon
     model = source / "models" / "falcon" / "modeling_falcon.py"
-    matmul = _line_in_class(model, "FalconLinear", "input @ self.weight.T")
-    call = _line_in_class(model, "FalconDecoderLayer", "= self.self_attention(")
+    matmul = line_in_class(model, "FalconLinear", "input @ self.weight.T")
+    call = line_in_class(model, "FalconDecoderLayer", "= self.self_attention(")
     # the truth: FalconLinear's matmul ran at its line, none at the layer's call of its attention
     assert {"aten::_unsafe_view", "aten::resolve_conj"} <= _ops_at(truth, matmul)
     assert not _ops_at(truth, call)

@@ -1254,14 +1254,14 @@ class StacklessRanker:
         did not; nor did another model's. Moved, not dropped (a script may build another class than
         the one its config names): they stay among the first `MAX_CANDIDATES` where the others leave
         room."""
-        others = [c for c in candidates if self._other_entry(c.function)]
-        if not others or len(others) == len(candidates):
-            return candidates, ()
-        said = (
-            f"the config names {' or '.join(self.architectures)}, not `{others[0].function}`'s class "
-            "(another entry class: a task head, or another model's): its line after the others"
+        return _after_the_rest(
+            candidates,
+            [c for c in candidates if self._other_entry(c.function)],
+            lambda first: (
+                f"the config names {' or '.join(self.architectures)}, not `{first.function}`'s class "
+                "(another entry class: a task head, or another model's): its line after the others"
+            ),
         )
-        return (*(c for c in candidates if c not in others), *others), (said,)
 
     def _other_entry(self, function: str) -> bool:
         """Whether `function` (``Class.method``) is a method of a model's entry class (``XFor<Task>``,
@@ -2641,14 +2641,24 @@ def _tests_last(candidates: tuple[Candidate, ...]) -> tuple[tuple[Candidate, ...
     of the library's ops better than its own functions do (11% of the op time of the corpus's SGLang
     attention extend was answered in ``sglang/test/kits/...``). A served model runs the library, not
     its tests. Moved, not dropped: where only tests fit, they stay."""
-    tests = [c for c in candidates if is_test_code(c.file)]
-    if not tests or len(tests) == len(candidates):
-        return candidates, ()
-    said = (
-        f"`{tests[0].function}` ({tests[0].file}) is a package's test code, which a served model does not "
-        "run: its line after the library's"
+    return _after_the_rest(
+        candidates,
+        [c for c in candidates if is_test_code(c.file)],
+        lambda first: (
+            f"`{first.function}` ({first.file}) is a package's test code, which a served model does not "
+            "run: its line after the library's"
+        ),
     )
-    return (*(c for c in candidates if c not in tests), *tests), (said,)
+
+
+def _after_the_rest(
+    candidates: tuple[Candidate, ...], moved: list[Candidate], say: Callable[[Candidate], str]
+) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+    """`candidates` with those of `moved` after the rest, and what `say` says of the first moved; as
+    they were where none or all are moved."""
+    if not moved or len(moved) == len(candidates):
+        return candidates, ()
+    return (*(c for c in candidates if c not in moved), *moved), (say(moved[0]),)
 
 
 def _best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
