@@ -7,6 +7,7 @@ import ast
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 
 def line_of(text: str, needle: str) -> int:
@@ -51,10 +52,11 @@ def line_in_class(path: Path, owner: str, text: str) -> int:
     return line
 
 
-def installed_copy(folder: Path, installed: Path, files: Sequence[str]) -> Path:
-    """``folder/src/<name of installed>``: a copy of `files` (relative to the installed package
-    `installed`), each folder of them a package of an empty ``__init__.py``; the installed code as a
-    ``--source``, without the rest of it."""
+def installed_copy(folder: Path, package: ModuleType, files: Sequence[str]) -> Path:
+    """``folder/src/<package's name>``: a copy of `files` (relative to the folder of the installed
+    `package`, a module), each folder of them a package of an empty ``__init__.py``; the installed code
+    as a ``--source``, without the rest of it."""
+    installed = Path(package.__file__ or "").parent
     root = folder / "src" / installed.name
     for relative in files:
         (root / relative).parent.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,6 @@ DAB-DETR's model, whose encoder fits one window of the GELU by chance."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.join.package_source import (
@@ -26,7 +24,6 @@ from tests.join.package_source import (
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-INSTALLED = Path(transformers.__file__).parent
 FILES = (
     *TRANSFORMERS_HELPERS,
     "models/codegen/modeling_codegen.py",
@@ -41,7 +38,7 @@ def codegen(tmp_path_factory):
     from transformers import CodeGenConfig, CodeGenForCausalLM
 
     folder = tmp_path_factory.mktemp("codegen")
-    source = installed_copy(folder, INSTALLED, FILES)
+    source = installed_copy(folder, transformers, FILES)
     torch.manual_seed(0)
     config = CodeGenConfig(n_layer=2, n_embd=64, n_head=4, rotary_dim=8, vocab_size=128, n_positions=64)
     model = CodeGenForCausalLM(config).eval()

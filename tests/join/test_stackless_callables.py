@@ -35,7 +35,6 @@ from tracer.join.bindings import ACTIVATION, ALIAS, BUILT, TORCH_OP, Binding, bi
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-INSTALLED = Path(transformers.__file__).parent
 FILES = (
     *TRANSFORMERS_HELPERS,
     "models/falcon/modeling_falcon.py",
@@ -71,7 +70,7 @@ def falcon(tmp_path_factory):
     from transformers import FalconConfig, FalconForCausalLM
 
     folder = tmp_path_factory.mktemp("falcon")
-    source = installed_copy(folder, INSTALLED, FILES)
+    source = installed_copy(folder, transformers, FILES)
     torch.manual_seed(0)
     config = FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=128)
     model = FalconForCausalLM(config).eval()
