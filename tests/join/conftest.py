@@ -59,14 +59,15 @@ def write_package(tmp_path_factory):
 @pytest.fixture(scope="session")
 def nostack_scores():
     """A function that scores corpus trace `name` (``family/torch/trace``) with every Python frame
-    stripped (`bench/corpus/scoring.py`), the test skipped when the corpus lacks it."""
+    stripped (`bench/corpus/scoring.py`), the test skipped when the corpus lacks it; `mode` ``named``:
+    the model named too, as ``--config`` names it; `corpus`: another corpus's folder (the hold-out's)."""
     from bench.corpus.scoring import CORPUS, find_corpus, score_trace
 
-    def score(name: str):
+    def score(name: str, mode: str = "nostack", corpus: Path = CORPUS):
         family = name.split("/", 1)[0]
-        trace = next((t for t in find_corpus(CORPUS, [family]) if t.name == name), None)
+        trace = next((t for t in find_corpus(corpus, [family]) if t.name == name), None)
         if trace is None:
             pytest.skip(f"the corpus's {name} trace is missing")
-        return score_trace(trace, ("nostack",)).scores["nostack"]
+        return score_trace(trace, (mode,)).scores[mode]
 
     return score

@@ -98,6 +98,13 @@ def function_texts(text: str) -> list[FunctionText]:
     return found
 
 
+def without_model_prefix(qualname: str) -> str:
+    """A function's qualified name without the model's name its classes start with
+    (``Gemma2RotaryEmbedding.forward`` -> ``RotaryEmbedding.forward``): variants of one model's code
+    in the files of others."""
+    return _MODEL_PREFIX.sub("", qualname)
+
+
 def _biased_layers(lines: list[str], at: int, indent: int) -> int:
     """How many ``bias=True`` the class whose header is at line `at` (0-based, indented by `indent`)
     spells: the layers it builds with a bias."""
@@ -192,4 +199,11 @@ class FunctionCopies:
         return self._by_digest
 
 
-__all__ = ["HEADER", "FunctionCopies", "FunctionText", "function_texts", "scoped_headers"]
+__all__ = [
+    "HEADER",
+    "FunctionCopies",
+    "FunctionText",
+    "function_texts",
+    "scoped_headers",
+    "without_model_prefix",
+]

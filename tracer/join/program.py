@@ -274,6 +274,11 @@ class _Builder:
         hinted = self.scope.hinted_names
         return bool(hinted) and all(_only_names(operand, hinted) for operand in operands)
 
+    def python_items(self, node: ast.AST) -> bool:
+        """Whether `node` holds Python values whose subscript runs no op: a size (``x.shape[-1]``) or a
+        config's value (``self.config.layer_types[i]``: `_is_config`)."""
+        return is_size_value(node) or (isinstance(node, ast.Attribute) and _is_config(node.value))
+
     def on_sizes(self, *operands: ast.AST) -> bool:
         """Whether an operator on `operands` likely works on sizes: inside the arguments of a call
         that takes sizes or a slice's bounds (`sizes`), or on a shape (`_is_shape_math`)."""
@@ -495,7 +500,7 @@ class _Builder:
     def store(self, target: ast.AST, s: int) -> int:
         if isinstance(target, ast.Subscript):
             s = self.expr(target.slice, self.expr(target.value, s))
-            return self.subscript(target, SETITEM, s)
+            return s if self.python_items(target.value) else self.subscript(target, SETITEM, s)
         if isinstance(target, (ast.Tuple, ast.List)):
             s = self.point(s, CallPoint(target.lineno, target.col_offset, ITER, "__iter__"))
             for element in target.elts:
@@ -583,7 +588,7 @@ class _Builder:
             return self.join(self.expr(node.body, s), self.expr(node.orelse, s))
         if isinstance(node, ast.Subscript):
             s = self.expr(node.slice, self.expr(node.value, s))
-            if isinstance(node.ctx, ast.Load) and not is_size_value(node.value):
+            if isinstance(node.ctx, ast.Load) and not self.python_items(node.value):
                 s = self.subscript(node, GETITEM, s)
             return s
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):

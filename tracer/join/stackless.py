@@ -66,7 +66,7 @@ from tracer.join.bindings import (
     table_values,
 )
 from tracer.join.config_defaults import bias_flags_on, default_activation_keys, is_config_file
-from tracer.join.copies import HEADER, FunctionCopies
+from tracer.join.copies import HEADER, FunctionCopies, without_model_prefix
 from tracer.join.importers import importer_counts
 from tracer.join.program import (
     BY_ATTRIBUTE,
@@ -220,6 +220,11 @@ RANGE_FOR = -2.0
 SUPPORT_MARGIN = 0.5  # candidates within this of their window's best say their files may have run
 SUPPORT_AGAINST = 1.0  # times (1 - the share of the trace's windows its file fits, of the best file's)
 TIE_MARGIN = 0.05  # copies this close in score (5% of the windows' share) are said to tie
+# the named model's own variant of the function that fits first (the same name but the model's) goes
+# first within this of it, as close as says a file may have run: the named file did run. Gemma 3's
+# rotary reads its tables by `getattr` in a loop over layer types where Gemma 2's reads one attribute,
+# and its model's second mask is a block (past `MAX_INLINED_POINTS`): its fit is 0.4 from Gemma's
+NAMED_MARGIN = SUPPORT_MARGIN
 USED_MIN = 0.5  # tied copies: where the trace used at least this share of one file's functions ...
 USED_RATIO = 0.8  # ... a copy in a file it used less than this of that one's goes after
 # different code whose fits differ by less than a quiet op's reward fits about alike: which file ran
@@ -1065,19 +1070,29 @@ class StacklessRanker:
 
     def _default_activation(self, firsts: Iterable[Candidate]) -> _DefaultActivation | None:
         """The activations the code the trace ran picks when its config keeps its defaults
-        (`config_defaults`): those of the file the rankings' first answers name most of the files
-        that pick an activation by a config value, where no file picking others is named at least
-        half as often; None when none is, or no activation table names the picked key."""
+        (`config_defaults`): those the file of the model the user names picks, else those of the file
+        the rankings' first answers name most of the files that pick an activation by a config value,
+        where no file picking others is named at least half as often; None when none is, or no
+        activation table names the picked key."""
         homes = self._homes()
         if not homes:
             return None
-        named = Counter(c.file for c in firsts)
-        picking = [(count, file, keys) for file, count in named.items() if (keys := self._default_keys(file))]
-        if not picking:
-            return None
-        count, file, keys = max(picking, key=lambda item: (item[0], item[1]))
-        if any(other != keys and 2 * n >= count for n, _, other in picking):
-            return None  # files picking different activations are answered about as often
+        # the model the user names picks it (`_named_files`), whatever copies of its code answer
+        chosen = next(
+            ((f.name, keys) for f in self._named_files() if (keys := self._default_keys(f.name))), None
+        )
+        if chosen is None:
+            answered = Counter(c.file for c in firsts)
+            picking = [
+                (count, file, keys) for file, count in answered.items() if (keys := self._default_keys(file))
+            ]
+            if not picking:
+                return None
+            count, file, keys = max(picking, key=lambda item: (item[0], item[1]))
+            if any(other != keys and 2 * n >= count for n, _, other in picking):
+                return None  # files picking different activations are answered about as often
+        else:
+            file, keys = chosen
         classes = frozenset(
             name for home in homes for key in keys for name in activations_named(home.text, key)
         )
@@ -1222,20 +1237,26 @@ class StacklessRanker:
     def _named_first(
         self, candidates: tuple[Candidate, ...]
     ) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
-        """The candidates in the named files (`_named_files`) that fit within `TIE_MARGIN` of the first,
-        first: of code that fits alike, the file of the model the user names. Before that, the lines of
-        entry classes the config does not name (`_other_entry`) go last."""
+        """The candidates in the named files (`_named_files`) that fit within `TIE_MARGIN` of the first
+        (`NAMED_MARGIN` for the named model's variant of the first's function), first: of code that
+        fits alike, the file of the model the user names. Before that, the lines of entry classes the
+        config does not name (`_other_entry`) go last."""
         names = {f.name for f in self._named_files()}
         if not names or not candidates:
             return candidates, ()
         candidates, said = self._entries_last(candidates)
         if candidates[0].file in names:
             return candidates, said
-        best = candidates[0].score
+        best, variant = candidates[0].score, without_model_prefix(candidates[0].function)
         first = [
             c
             for c in candidates
-            if c.file in names and c.score <= best + TIE_MARGIN and not self._other_entry(c.function)
+            if c.file in names
+            and not self._other_entry(c.function)
+            and (
+                c.score <= best + TIE_MARGIN
+                or (c.score <= best + NAMED_MARGIN and without_model_prefix(c.function) == variant)
+            )
         ]
         if not first:
             return candidates, said
@@ -1512,6 +1533,8 @@ class StacklessRanker:
                             beyond.append((p, callee, 0))
                         elif callee.target == ACTIVATION:  # the activation's line answers, not the call's
                             inlined.add(p)
+                        elif receiver == SUPER:  # ``super().forward(x)`` of a torch.nn layer: its op,
+                            points[p] = replace(point, callee=BY_ATTRIBUTE, name=callee.target)  # no helper
                 continue
             receiver = self._receiver(point, function)
             passed: tuple = ()  # lambdas the call is given: it may run each, any number of times
@@ -1661,6 +1684,10 @@ class StacklessRanker:
             method = self._method(owner, name, caller.file, skip_own=receiver == SUPER)
             if method is not None:
                 found.append(method)
+            elif (
+                receiver == SUPER and name in MODULE_CALLS and (layer := self._torch_base(owner, caller.file))
+            ):
+                found.append(Binding(TORCH_OP, TORCH_MODULE_OPS[layer]))
             elif receiver == SELF:
                 for binding in self._attribute_bindings(owner, name, caller.file):
                     found.extend(self._bound(binding, caller.file))
@@ -1883,24 +1910,45 @@ class StacklessRanker:
             holders = [f for f in holders if f.path.parent == near.path.parent]
         return (holders[0], name) if len(holders) == 1 else None
 
-    def _method(
-        self, owner: str, name: str, source_file: _SourceFile, skip_own: bool = False, depth: int = 0
-    ):
+    def _method(self, owner: str, name: str, source_file: _SourceFile, skip_own: bool = False):
         """Method `name` of class `owner` (of `source_file`) or of its bases, by name."""
-        if not skip_own:
-            for function in source_file.functions:
-                if function.owner == owner and function.name == name:
+        for file, cls in self._lineage(owner, source_file):
+            if file is None or (skip_own and (file, cls) == (source_file, owner)):
+                continue
+            for function in file.functions:
+                if function.owner == cls and function.name == name:
                     return function
+        return None
+
+    def _torch_base(self, owner: str, source_file: _SourceFile) -> str | None:
+        """The torch.nn layer (`TORCH_MODULE_OPS`) class `owner` derives from, at any depth, where no
+        class of the source takes its name: ``super().forward(input_ids)`` in Gemma 3's
+        ``Gemma3TextScaledWordEmbedding(nn.Embedding)`` runs the embedding."""
+        return next(
+            (
+                cls
+                for file, cls in self._lineage(owner, source_file)
+                if file is None and cls in TORCH_MODULE_OPS
+            ),
+            None,
+        )
+
+    def _lineage(
+        self, owner: str, source_file: _SourceFile, depth: int = 0
+    ) -> Iterator[tuple[_SourceFile | None, str]]:
+        """Class `owner` of `source_file`, then its bases, depth first (bases of bases to depth 5): the
+        file defining each and its name, the file None for a base no file of the source defines
+        (``nn.Embedding``)."""
+        yield source_file, owner
         sketch = source_file.bindings.classes.get(owner) if source_file.bindings is not None else None
         if sketch is None or depth > 4:
-            return None
+            return
         for base in sketch.bases:
             found = self._class(base, source_file)
-            if found is not None and found != (source_file, owner):
-                method = self._method(found[1], name, found[0], depth=depth + 1)
-                if method is not None:
-                    return method
-        return None
+            if found is None:
+                yield None, base
+            elif found != (source_file, owner):
+                yield from self._lineage(found[1], found[0], depth + 1)
 
     def _attribute_anywhere(self, name: str) -> tuple[Binding, ...]:
         """``self.<name>`` in a function of no class (transformers' experts and attention functions,
