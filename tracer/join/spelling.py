@@ -271,41 +271,23 @@ class _Spelled:
 def _functions_of(text: str) -> list[_Spelled]:
     """Each function of `text` (a nested one apart from the function around it), and the module's
     own code before the first function (named "")."""
-    # each def, the class it is a method of ("" if none) and the torch.nn layers that class derives from
-    defs: list[tuple[re.Match[str], str, frozenset[str]]] = []
+    defs: list[tuple[re.Match[str], str]] = []  # each def, and the class it is a method of ("" if none)
     for header, around in scoped_headers(text):
         if header.group(2) != "class":
             in_class = bool(around) and around[-1].group(2) == "class"
-            owner = around[-1].group(3) if in_class else ""
-            defs.append((header, owner, _layer_bases(text, around[-1]) if in_class else frozenset()))
-    starts = [header.start() for header, _, _ in defs]
+            defs.append((header, around[-1].group(3) if in_class else ""))
+    starts = [header.start() for header, _ in defs]
     head = text[: starts[0]] if starts else text
     out = [_Spelled("", 0, "", spelled(head), {}, tuple(run_order(head)))]
     line, counted = 1, 0  # the def line of each header, counted on from the one before
-    for i, (header, owner, layers) in enumerate(defs):
+    for i, (header, owner) in enumerate(defs):
         line += text.count("\n", counted, header.start())
         counted = header.start()
         body = text[starts[i] : starts[i + 1] if i + 1 < len(starts) else len(text)]
         built = dict(_BUILDS.findall(body)) if owner else {}
         order = tuple(run_order(body[header.end() - header.start() :]))  # not the def's own name
-        words = spelled(body)
-        if layers and _SUPER_CALL.search(body):  # ``super().forward(x)`` of an ``nn.Embedding``'s subclass
-            words |= layers
-        out.append(_Spelled(header.group(3), line, owner, words, built, order))
+        out.append(_Spelled(header.group(3), line, owner, spelled(body), built, order))
     return out
-
-
-# ``super().forward(`` / ``super().__call__(``: a module's call of the forward of the class it derives from
-_SUPER_CALL = re.compile(r"\bsuper\(\)\.(?:forward|__call__)\(")
-_BASES = re.compile(r"[ \t]*\(([^)]*)\)")
-
-
-def _layer_bases(text: str, header: re.Match[str]) -> frozenset[str]:
-    """The torch.nn layers (`TORCH_MODULE_OPS`) among the bases a class header names
-    (``class Gemma3TextScaledWordEmbedding(nn.Embedding):``)."""
-    found = _BASES.match(text, header.end())
-    bases = (part.strip().rpartition(".")[2] for part in found.group(1).split(",")) if found else ()
-    return frozenset(base for base in bases if base in TORCH_MODULE_OPS)
 
 
 __all__ = ["CAST_METHODS", "GENERIC_NAMES", "STORE", "FunctionSpellings", "spelled", "spellings"]

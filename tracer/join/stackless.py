@@ -1533,8 +1533,6 @@ class StacklessRanker:
                             beyond.append((p, callee, 0))
                         elif callee.target == ACTIVATION:  # the activation's line answers, not the call's
                             inlined.add(p)
-                        elif receiver == SUPER:  # ``super().forward(x)`` of a torch.nn layer: its op,
-                            points[p] = replace(point, callee=BY_ATTRIBUTE, name=callee.target)  # no helper
                 continue
             receiver = self._receiver(point, function)
             passed: tuple = ()  # lambdas the call is given: it may run each, any number of times
@@ -1684,10 +1682,6 @@ class StacklessRanker:
             method = self._method(owner, name, caller.file, skip_own=receiver == SUPER)
             if method is not None:
                 found.append(method)
-            elif (
-                receiver == SUPER and name in MODULE_CALLS and (layer := self._torch_base(owner, caller.file))
-            ):
-                found.append(Binding(TORCH_OP, TORCH_MODULE_OPS[layer]))
             elif receiver == SELF:
                 for binding in self._attribute_bindings(owner, name, caller.file):
                     found.extend(self._bound(binding, caller.file))
@@ -1910,45 +1904,24 @@ class StacklessRanker:
             holders = [f for f in holders if f.path.parent == near.path.parent]
         return (holders[0], name) if len(holders) == 1 else None
 
-    def _method(self, owner: str, name: str, source_file: _SourceFile, skip_own: bool = False):
+    def _method(
+        self, owner: str, name: str, source_file: _SourceFile, skip_own: bool = False, depth: int = 0
+    ):
         """Method `name` of class `owner` (of `source_file`) or of its bases, by name."""
-        for file, cls in self._lineage(owner, source_file):
-            if file is None or (skip_own and (file, cls) == (source_file, owner)):
-                continue
-            for function in file.functions:
-                if function.owner == cls and function.name == name:
+        if not skip_own:
+            for function in source_file.functions:
+                if function.owner == owner and function.name == name:
                     return function
-        return None
-
-    def _torch_base(self, owner: str, source_file: _SourceFile) -> str | None:
-        """The torch.nn layer (`TORCH_MODULE_OPS`) class `owner` derives from, at any depth, where no
-        class of the source takes its name: ``super().forward(input_ids)`` in Gemma 3's
-        ``Gemma3TextScaledWordEmbedding(nn.Embedding)`` runs the embedding."""
-        return next(
-            (
-                cls
-                for file, cls in self._lineage(owner, source_file)
-                if file is None and cls in TORCH_MODULE_OPS
-            ),
-            None,
-        )
-
-    def _lineage(
-        self, owner: str, source_file: _SourceFile, depth: int = 0
-    ) -> Iterator[tuple[_SourceFile | None, str]]:
-        """Class `owner` of `source_file`, then its bases, depth first (bases of bases to depth 5): the
-        file defining each and its name, the file None for a base no file of the source defines
-        (``nn.Embedding``)."""
-        yield source_file, owner
         sketch = source_file.bindings.classes.get(owner) if source_file.bindings is not None else None
         if sketch is None or depth > 4:
-            return
+            return None
         for base in sketch.bases:
             found = self._class(base, source_file)
-            if found is None:
-                yield None, base
-            elif found != (source_file, owner):
-                yield from self._lineage(found[1], found[0], depth + 1)
+            if found is not None and found != (source_file, owner):
+                method = self._method(found[1], name, found[0], depth=depth + 1)
+                if method is not None:
+                    return method
+        return None
 
     def _attribute_anywhere(self, name: str) -> tuple[Binding, ...]:
         """``self.<name>`` in a function of no class (transformers' experts and attention functions,
