@@ -1077,28 +1077,39 @@ class StacklessRanker:
         homes = self._homes()
         if not homes:
             return None
-        # the model the user names picks it (`_named_files`), whatever copies of its code answer
-        chosen = next(
-            ((f.name, keys) for f in self._named_files() if (keys := self._default_keys(f.name))), None
-        )
+        chosen = self._named_pick() or self._answered_pick(firsts)
         if chosen is None:
-            answered = Counter(c.file for c in firsts)
-            picking = [
-                (count, file, keys) for file, count in answered.items() if (keys := self._default_keys(file))
-            ]
-            if not picking:
-                return None
-            count, file, keys = max(picking, key=lambda item: (item[0], item[1]))
-            if any(other != keys and 2 * n >= count for n, _, other in picking):
-                return None  # files picking different activations are answered about as often
-        else:
-            file, keys = chosen
+            return None
+        file, keys = chosen
         classes = frozenset(
             name for home in homes for key in keys for name in activations_named(home.text, key)
         )
         if not classes:
             return None
         return _DefaultActivation(file, tuple(sorted(keys)), classes, frozenset(h.name for h in homes))
+
+    def _named_pick(self) -> tuple[str, frozenset[str]] | None:
+        """The file of the model the user names (`_named_files`) that picks an activation by a config
+        value, and the keys it picks by default: it decides, whatever copies of its code answer."""
+        return next(
+            ((f.name, keys) for f in self._named_files() if (keys := self._default_keys(f.name))), None
+        )
+
+    def _answered_pick(self, firsts: Iterable[Candidate]) -> tuple[str, frozenset[str]] | None:
+        """Of the files that pick an activation by a config value, the one the rankings' first answers
+        (`firsts`) name most, and the keys it picks by default; None where a file picking others is
+        named at least half as often."""
+        picking = [
+            (count, file, keys)
+            for file, count in Counter(c.file for c in firsts).items()
+            if (keys := self._default_keys(file))
+        ]
+        if not picking:
+            return None
+        count, file, keys = max(picking, key=lambda item: (item[0], item[1]))
+        if any(other != keys and 2 * n >= count for n, _, other in picking):
+            return None  # files picking different activations are answered about as often
+        return file, keys
 
     def _default_keys(self, name: str) -> frozenset[str]:
         """The activation table keys file `name` picks when its config keeps its defaults (its
