@@ -127,6 +127,11 @@ class Alignment:
             start[:] = 0.0
         end = np.full(n, 0.0 if local else END_EARLY)
         end[program.exit] = 0.0
+        # no part of a window starts or stops between an operator's two ops (`Program.bound`)
+        fresh = np.ones(n, dtype=np.bool_)
+        fresh[list(program.bound)] = False
+        start[~fresh] = INF
+        end[~fresh] = INF
         consumes = [self._consumes(self.tokens[i]) for i in self._kept]
         first = np.zeros(len(consumes) + 1, dtype=np.int64)
         first[1:] = np.cumsum([len(c.u) for c in consumes])
@@ -146,6 +151,7 @@ class Alignment:
             np.concatenate([c.v for c in consumes]) if consumes else np.zeros(0, dtype=np.int64),
             np.concatenate([c.cost for c in consumes]) if consumes else np.zeros(0),
             local,
+            fresh,
         )
         self.total = float(np.min(self._forward[-1] + closed))
 

@@ -24,7 +24,7 @@ import ast
 import builtins
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, cast, overload
 
@@ -72,6 +72,8 @@ BINARY_OPS: dict[type, str] = {
     ast.LShift: "aten::bitwise_left_shift",
     ast.RShift: "aten::bitwise_right_shift",
 }
+# ``2.0 / x``: ``Tensor.__rtruediv__`` runs ``x.reciprocal() * 2.0`` (`_Builder.divide`)
+RECIPROCAL = "aten::reciprocal"
 UNARY_OPS: dict[type, str] = {ast.USub: "aten::neg", ast.Invert: "aten::bitwise_not"}
 COMPARE_OPS: dict[type, str] = {
     ast.Eq: "aten::eq",
@@ -183,6 +185,9 @@ class Program:
     resumes: tuple[int, ...] = ()
     point_end: tuple[int, ...] = field(default=())  # the state each point's edge ends in
     repeats: tuple[tuple[int, int], ...] = ()  # (state, point): the point may explain more calls there
+    # states between the two ops of one operator (``2.0 / x``: its reciprocal and its mul): no part of
+    # a window (a local alignment) starts or stops there, inside the window
+    bound: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.points)
@@ -254,6 +259,7 @@ class _Builder:
         self.to_exit: list[int] = []
         self.loops: list[tuple[int, int]] = []  # (head, exit) of the loops around
         self.resumes: list[int] = []
+        self.bound: list[int] = []  # (`Program.bound`)
         self.repeats: list[tuple[int, int]] = []
         self.raise_to: list[list[int]] = []  # per enclosing try: states an exception may leave from
         self.sizes = 0  # > 0 inside the arguments of a call taking sizes (`_SIZE_ARGUMENTS`)
@@ -287,7 +293,7 @@ class _Builder:
     def edge(self, u: int, v: int, cost: float = 0.0) -> None:
         self.eps.append((u, v, cost))
 
-    def point(self, s: int, point: CallPoint) -> int:
+    def point(self, s: int, point: CallPoint, skippable: bool = True) -> int:
         t = self.state()
         index = len(self.points)
         self.points.append(point)
@@ -295,7 +301,8 @@ class _Builder:
         self.consume.append((s, t, index))
         if (point.kind == VIEWS and point.views is None) or point.kind == CALL:
             self.repeats.append((t, index))  # a store's extra views, a call's ops: the costs decide
-        self.edge(s, t, self.skip_cost(point))
+        if skippable:
+            self.edge(s, t, self.skip_cost(point))
         for handler_sources in self.raise_to:
             handler_sources.append(t)  # the call ran (its frame was recorded), then raised
         return t
@@ -318,6 +325,7 @@ class _Builder:
             resumes=tuple(self.resumes),
             point_end=tuple(self.point_end),
             repeats=tuple(self.repeats),
+            bound=tuple(self.bound),
         )
 
     # -- statements ---------------------------------------------------------------------------------
@@ -392,6 +400,16 @@ class _Builder:
                 s = self.expr(decorator, s)
             return s
         return s  # pass, import, global, nonlocal, type aliases: no calls of interest
+
+    def divide(self, s: int, point: CallPoint) -> int:
+        """``a / x`` of a tensor `x`: ``aten::div``, or, where `a` is a Python number
+        (``fp_max / amax``, which the source may not show), ``Tensor.__rtruediv__``: ``x.reciprocal()
+        * a``, two ops. The second path needs its ``reciprocal`` (no edge skips it), so that a
+        division does not explain a lone ``mul``; the skip of the whole stays the first path's."""
+        reciprocal = replace(point, name=RECIPROCAL)
+        after = self.point(s, reciprocal, skippable=False)
+        self.bound.append(after)  # the mul follows its reciprocal: no window's part starts between
+        return self.join(self.point(s, point), self.point(after, replace(point, name="aten::mul")))
 
     @overload
     def join(self, *ends: int) -> int: ...
@@ -542,7 +560,10 @@ class _Builder:
                 scalar = True
             else:
                 scalar = self.on_sizes(node.left, node.right)
-            return self.point(s, CallPoint(node.lineno, node.col_offset, OPERATOR, op, scalar_like=scalar))
+            point = CallPoint(node.lineno, node.col_offset, OPERATOR, op, scalar_like=scalar)
+            if isinstance(node.op, ast.Div) and not scalar and not self.scalar(node.right):
+                return self.divide(s, point)
+            return self.point(s, point)
         if isinstance(node, ast.UnaryOp):
             s = self.expr(node.operand, s)
             op = UNARY_OPS.get(type(node.op))

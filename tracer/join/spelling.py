@@ -48,6 +48,7 @@ _OPERATOR_SPELLINGS = {
     "aten::sub": ("-",),
     "aten::rsub": ("-",),
     "aten::div": ("/",),
+    "aten::reciprocal": ("reciprocal", "/"),  # ``2.0 / x`` runs ``x.reciprocal() * 2.0``
     "aten::matmul": ("@", "matmul"),
     "aten::index": ("[",),
     "aten::index_put_": (STORE, "index_put_"),  # ``cache[loc] = k``

@@ -147,8 +147,14 @@ ACTIVATION_OPS = tuple(
 # first as a call's op (`predicted_ops`), the rest as its repeats (`StacklessCosts.repeat`).
 FROM_DATA_OPS = ("aten::empty", "aten::to", "aten::lift_fresh", "aten::detach_")
 FROM_DATA_CALLS = {"tensor": FROM_DATA_OPS, "new_tensor": FROM_DATA_OPS, "as_tensor": FROM_DATA_OPS[:3]}
+# torch's tensor subclasses a call builds, by name or attribute (``Parameter(w.t(), requires_grad=False)``,
+# ``nn.Buffer(x)``): ``Tensor._make_subclass`` records a ``detach``, no block of code (torch 2.13's CPU
+# profiler). Seen on SGLang's FP8 weight loading, where a ``Parameter`` taken for a block absorbed the
+# next helper's ops
+TENSOR_CLASSES = frozenset({"Parameter", "Buffer"})
 CALL_OPS: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(CAST_METHODS, ("aten::to",)),
+    **dict.fromkeys(TENSOR_CLASSES, ("aten::detach",)),
     **FROM_DATA_CALLS,
     "cuda": ("aten::to",),
     "cpu": ("aten::to",),
@@ -307,7 +313,7 @@ def runs_a_block(point: CallPoint) -> bool:
     """A call that may run any ops of its own (a module, a helper): not one that runs none
     (`runs_no_op`), not a builtin that iterates (`ITERATING_BUILTINS`), not torch's API called on a
     tensor or module (``x.to(...)``, ``torch.cat(...)``, ``F.silu(...)`` run their op)."""
-    if point.kind != CALL or runs_no_op(point) or iterates_values(point):
+    if point.kind != CALL or runs_no_op(point) or iterates_values(point) or point.name in TENSOR_CLASSES:
         return False
     return not (point.callee == BY_ATTRIBUTE and point.name in TORCH_API)
 
@@ -1526,6 +1532,7 @@ class StacklessRanker:
         files = [function.file.name] * len(points)
         functions = [qualified] * len(points)
         eps, consume, repeats = list(program.eps), list(program.consume), list(program.repeats)
+        bound = list(program.bound)
         bindings = function.file.bindings
         n = program.n_states
         inlined: set[int] = set()
@@ -1618,6 +1625,7 @@ class StacklessRanker:
             eps.extend((a + state_shift, b + state_shift, c) for a, b, c in sub.eps)
             consume.extend((a + state_shift, b + state_shift, q + shift) for a, b, q in sub.consume)
             repeats.extend((a + state_shift, q + shift) for a, q in sub.repeats)
+            bound.extend(b + state_shift for b in sub.bound)
             eps.append((splice.u, sub.entry + state_shift, 0.0))  # the call runs the helper's body ...
             eps.append((sub.exit + state_shift, splice.v, 0.0))  # ... and returns after the call
             if splice.passed:
@@ -1646,6 +1654,7 @@ class StacklessRanker:
             eps=tuple(eps),
             consume=tuple(consume),
             repeats=tuple(repeats),
+            bound=tuple(bound),
         )
         ops = frozenset(op for point in points for op in predicted_ops(point))
         expanded = _Expanded(combined, tuple(files), tuple(functions), ops, frozenset(inlined))
@@ -1910,7 +1919,10 @@ class StacklessRanker:
         imported = self._imported(name, near, "class")
         if imported is not None:
             return imported
-        holders = [f for f in self._defining(name, "class") if f.bindings is not None]
+        # (the index reads text: a docstring's line ``class Base and ...`` defines no class)
+        holders = [
+            f for f in self._defining(name, "class") if f.bindings is not None and name in f.bindings.classes
+        ]
         if len(holders) > 1:  # several: the one beside the caller
             holders = [f for f in holders if f.path.parent == near.path.parent]
         return (holders[0], name) if len(holders) == 1 else None
@@ -1979,9 +1991,9 @@ class StacklessRanker:
         seen = 0
         while found is not None and seen < 5:
             bindings = found[0].bindings
-            if bindings is None:  # `_class` returns only files with bindings
-                return None
-            sketch = bindings.classes[found[1]]
+            sketch = bindings.classes.get(found[1]) if bindings is not None else None
+            if sketch is None:  # (`_class` returns files that define the class)
+                return ()
             bound = (sketch.elements if elements else sketch.attributes).get(name)
             if bound:
                 return bound

@@ -46,7 +46,7 @@ def _close(cost, src, dst, edge_cost, loop_src, loop_dst, loop_cost):
                 changed = True
 
 
-def _sweep(initial, free, loops, extra, weight, first, src, dst, edge_cost, local, backwards):
+def _sweep(initial, free, loops, extra, weight, first, src, dst, edge_cost, local, fresh, backwards):
     """One pass: row k the cost of each state at token k's boundary, from `initial` at the start
     (forward: row 0) or the end (backward: the last row). `free` and `loops` are (src, dst, cost)
     in the direction of the pass; `src`/`dst` the tokens' consuming edges in it."""
@@ -66,26 +66,27 @@ def _sweep(initial, free, loops, extra, weight, first, src, dst, edge_cost, loca
             value = known[src[j]] + (c * weight[k] if c < 0 else c)
             if value < found[dst[j]]:
                 found[dst[j]] = value
-        if local:  # or start (stop) right here
+        if local:  # or start (stop) right here, where a part may (`fresh`)
             for s in range(len(found)):
-                if not found[s] < 0.0:
+                if fresh[s] and not found[s] < 0.0:
                     found[s] = 0.0
         _close(found, free[0], free[1], free[2], loops[0], loops[1], loops[2])
     return rows
 
 
-def passes(start, end, fu, fv, fc, lu, lv, lc, extra, weight, first, eu, ev, ec, local):
+def passes(start, end, fu, fv, fc, lu, lv, lc, extra, weight, first, eu, ev, ec, local, fresh):
     """(forward, backward, closed end): row k of forward is the cost of each state before token k
     (row K: after the last), row k of backward the cost from each state before token k to the end.
 
     `start`/`end`: each state's cost to begin/finish there; `fu, fv, fc` the forward free edges by u,
     `lu, lv, lc` those that loop back; per token k, `extra[k]` what leaving it unexplained costs,
     `weight[k]` its rewards' weight, and its consuming edges ``eu, ev, ec[first[k]:first[k + 1]]``;
-    `local`: a window, which may start and stop anywhere (no state costs more than 0). The backward
+    `local`: a window, which may start and stop anywhere (no state costs more than 0) but between an
+    operator's two ops (`fresh` False: `Program.bound`; `start` and `end` say so too). The backward
     pass runs the same edges the other way, the free ones in reverse order."""
-    forward = _sweep(start, (fu, fv, fc), (lu, lv, lc), extra, weight, first, eu, ev, ec, local, False)
+    forward = _sweep(start, (fu, fv, fc), (lu, lv, lc), extra, weight, first, eu, ev, ec, local, fresh, False)
     free_back = (fv[::-1].copy(), fu[::-1].copy(), fc[::-1].copy())
-    backward = _sweep(end, free_back, (lv, lu, lc), extra, weight, first, ev, eu, ec, local, True)
+    backward = _sweep(end, free_back, (lv, lu, lc), extra, weight, first, ev, eu, ec, local, fresh, True)
     return forward, backward, backward[len(extra)]
 
 
