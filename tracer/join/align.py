@@ -128,8 +128,7 @@ class Alignment:
         end = np.full(n, 0.0 if local else END_EARLY)
         end[program.exit] = 0.0
         # no part of a window starts or stops between an operator's two ops (`Program.bound`)
-        fresh = np.ones(n, dtype=np.bool_)
-        fresh[list(program.bound)] = False
+        fresh = program.fresh
         start[~fresh] = INF
         end[~fresh] = INF
         consumes = [self._consumes(self.tokens[i]) for i in self._kept]

@@ -199,6 +199,16 @@ class Program:
         loops = [(u, v, c) for u, v, c in self.eps if u >= v]
         return Flow(*edge_arrays(forward), *edge_arrays(loops))
 
+    @cached_property
+    def fresh(self) -> np.ndarray:
+        """Per state, whether a window's part may start or stop there: not between an operator's two
+        ops (`bound`); built once, as `flow` is."""
+        import numpy as np
+
+        fresh = np.ones(self.n_states, dtype=np.bool_)
+        fresh[list(self.bound)] = False
+        return fresh
+
 
 def edge_arrays(edges: Sequence[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The (u, v, cost, ...) of `edges` as three arrays: u and v as int64, cost as float64."""
@@ -409,7 +419,7 @@ class _Builder:
         reciprocal = replace(point, name=RECIPROCAL)
         after = self.point(s, reciprocal, skippable=False)
         self.bound.append(after)  # the mul follows its reciprocal: no window's part starts between
-        return self.join(self.point(s, point), self.point(after, replace(point, name="aten::mul")))
+        return self.join(self.point(s, point), self.point(after, replace(point, name=BINARY_OPS[ast.Mult])))
 
     @overload
     def join(self, *ends: int) -> int: ...
