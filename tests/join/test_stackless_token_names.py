@@ -5,7 +5,8 @@ call of ``torch.bmm(...)`` was said to run ``aten::bmm`` only: it could never fi
 attention (``torch.bmm(attention_probs_reshaped, value_layer)``) left the op unexplained, and a ViT
 copy's attention, whose ``torch.matmul`` fits it, took Bloom's windows (and its lines) once its file
 was aligned with them. So too ``GeLUFunction.apply(x)``: an autograd Function's call records an op named
-after its class (Bloom's GELU while training), which no call was said to run."""
+after its class (Bloom's GELU), which no call was said to run (the ops its ``forward`` runs inside it
+answer in the ``forward``'s lines)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,10 @@ def analysis(write_package, tmp_path_factory, profile_without_stacks, import_fro
 
 
 @pytest.mark.parametrize(
-    ("op", "call"), [("aten::bmm", "torch.bmm("), ("aten::mm", "flat.mm("), ("Doubled", "Doubled.apply(")]
+    ("op", "call"),
+    # (the ops inside an autograd Function's op answer in its ``forward``'s lines, as the stacks
+    # do: test_stackless_autograd_function.py)
+    [("aten::bmm", "torch.bmm("), ("aten::mm", "flat.mm("), ("Doubled", "return x * 2")],
 )
 def test_the_op_answers_in_the_line_that_called_it(analysis, op: str, call: str) -> None:
     assert_ranked_first(origins_of(analysis, op), "bmmpkg/attention.py", line_of(ATTENTION, call))

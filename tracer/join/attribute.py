@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tracer.join.calls import CallOrder
 from tracer.join.columns import ValueCodes, column, group_by_thread, rows_where, values_at
 from tracer.join.contexts import context_classes
-from tracer.join.nesting import by_start, enclosing_parents, frames_around, thread_lanes
+from tracer.join.nesting import by_start, enclosing_parents, frames_around, python_run_ops, thread_lanes
 from tracer.join.origins import OriginBuilder
 from tracer.join.sites import SiteIndex
 from tracer.join.source_lines import SourceLines
@@ -84,6 +84,8 @@ class _Join:
                 enclosing_parents(
                     table, by_start(table, rows), self.state.op_parents, set(_LAUNCH), self.state.top_ops
                 )
+        tops = np.fromiter(self.state.top_ops, dtype=np.int64, count=len(self.state.top_ops))
+        self.state.top_ops.update(python_run_ops(table, self.state.op_parents, tops).tolist())
         time_basis = "gpu"
         gpu_rows = rows_where(cat, _GPU)
         if len(gpu_rows):

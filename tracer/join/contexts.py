@@ -215,7 +215,7 @@ def _dtype_codes(table, rows: list[int]) -> list[int]:
 
 
 class _OpContexts:
-    """Per op-family row of the anchors' trees: op chain id, range chain id, forward op, outermost op."""
+    """Per op-family row of the anchors' trees: op chain id, range chain id, forward op, top-level op."""
 
     def __init__(self, join: JoinState, anchors: np.ndarray, names: ValueCodes) -> None:
         import numpy as np
@@ -230,6 +230,8 @@ class _OpContexts:
         name = names.of(values_at(table.name, rows))
         step_range = names.flags(lambda value: isinstance(value, str) and value.startswith("ProfilerStep#"))
         is_op = cat == _CPU_OP
+        tops = np.fromiter(join.top_ops, dtype=np.int64, count=len(join.top_ops))
+        is_top = is_op & np.isin(rows, tops)  # (`JoinState.top_op`: the nearest at or above)
         is_range = (cat == _RANGE) & ~step_range[name]
         forward_of = np.full(n, NONE, dtype=np.int64)
         if fwdbwd:
@@ -259,7 +261,7 @@ class _OpContexts:
             op_chain[grow] = op_ids.extend(op_chain[grow], name[grow])
             own = forward_of[grow]
             forward[grow] = np.where(own != NONE, own, forward[grow])
-            first = grow[top_op[grow] == NONE]
+            first = grow[(top_op[grow] == NONE) | is_top[grow]]
             top_op[first] = rows[first]
             named = level[is_range[level]]
             range_chain[named] = range_ids.extend(range_chain[named], name[named])

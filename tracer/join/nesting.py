@@ -9,11 +9,12 @@ Both are stack sweeps in start order, run on whole columns by `tracer.join.sweep
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from tracer.join.columns import column, sorted_by_start, start_order
+from tracer.join.columns import column, sorted_by_start, start_order, values_at
 from tracer.join.sweep import stack_tops
 from tracer.model.events import NONE, Cat, EventTable
 from tracer.model.threads import one_thread, thread_numbers
@@ -21,6 +22,12 @@ from tracer.model.threads import one_thread, thread_numbers
 if TYPE_CHECKING:
     import numpy as np
 
+# An op Python code runs inside: an autograd Function's ``apply`` records an op named after its class
+# (``GeLUFunction``), and the ops its ``forward`` runs nest in it. Torch's own ops are namespaced
+# (``aten::mul``); its C++ ranges are not identifiers (``Torch-Compiled Region: 0/0``), and the
+# backward nodes (``MulBackward0``) and torch.compile's ``CompiledFunction`` run no Python of the source.
+_CLASS_OP = re.compile(r"_*[A-Z][A-Za-z0-9_]*")
+_NOT_PYTHON_RUN = re.compile(r".*Backward\d*|CompiledFunction|CompiledFunctionBackward")
 # Rounding ts and dur to ns separately can leave a child 1-2 ns past its parent's end.
 TOLERANCE_NS = 2
 _DUR_BITS = 42  # durations below 2**42 ns (73 minutes) sort under their start time in one int key
@@ -180,3 +187,38 @@ def frames_around(
     found = np.where(tops >= 0, row[np.maximum(tops, 0)], NONE)
     column(frame_parents)[frames] = found[frame_at]
     column(innermost)[queries] = found[query_at]
+
+
+def runs_python(name: str) -> bool:
+    """Whether an op of this name is one whose inner ops Python code runs (an autograd Function's)."""
+    return _CLASS_OP.fullmatch(name) is not None and _NOT_PYTHON_RUN.fullmatch(name) is None
+
+
+def python_run_ops(table: EventTable, parents: array, tops: np.ndarray) -> np.ndarray:
+    """The CPU ops nested (ranges aside) in a Python-run op (`runs_python`) of `tops`, or of such an
+    op nested in turn: each is a call of the Python code run inside (a Function's ``forward``), as a
+    top-level op is of its own frame, not a part of the outer op's work."""
+    import numpy as np
+
+    empty = np.zeros(0, dtype=np.int64)
+    names = table.name
+    top_names = values_at(names, tops)
+    python_run = {name for name in set(top_names) if isinstance(name, str) and runs_python(name)}
+    if not python_run:
+        return empty
+    outer = {int(r) for r, name in zip(tops.tolist(), top_names) if name in python_run}
+    cat = column(table.cat)
+    up = column(parents)
+    ops = np.flatnonzero(cat == Cat.CPU_OP)
+    nearest = up[ops].copy()  # each op's nearest enclosing CPU op (ranges skipped)
+    while True:
+        ranged = np.flatnonzero((nearest != NONE) & (cat[np.maximum(nearest, 0)] != Cat.CPU_OP))
+        if len(ranged) == 0:
+            break
+        nearest[ranged] = up[nearest[ranged]]
+    found: list[np.ndarray] = []
+    while outer:
+        inner = ops[np.isin(nearest, np.fromiter(outer, dtype=np.int64, count=len(outer)))]
+        found.append(inner)
+        outer = {int(r) for r in inner.tolist() if runs_python(names[r])}
+    return np.concatenate(found) if found else empty

@@ -133,7 +133,7 @@ class OriginBuilder:
             target, source_dtype = copy_dtypes(table.name[cast], table.args[cast])
         window = NONE
         if not replay and frame == NONE and self.orders_calls():
-            window = join.windows.id_of(join.outermost_op(anchor))
+            window = join.windows.id_of(join.top_op(anchor))
         context = _Context(
             frame_chain, op_chain, range_chain, replay, sequence, place, target, source_dtype, window
         )
@@ -401,7 +401,7 @@ class OriginBuilder:
 
     def _ranked(self, join: JoinState, anchor: int, base: Origin, target: str | None) -> Origin:
         """No Python frames: the lines whose functions best fit the ops around it, as a ranking."""
-        around = join.windows.around(join.outermost_op(anchor)) if self.orders_calls() else None
+        around = join.windows.around(join.top_op(anchor)) if self.orders_calls() else None
         if around is None:
             reason = "no static sites or source given to rank" if not self.orders_calls() else "no CPU op"
             return replace(base, evidence=("no Python frames (with_stack=False)", reason))

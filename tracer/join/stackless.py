@@ -68,6 +68,7 @@ from tracer.join.bindings import (
 from tracer.join.config_defaults import bias_flags_on, default_activation_keys, is_config_file
 from tracer.join.copies import HEADER, FunctionCopies, without_model_prefix
 from tracer.join.importers import importer_counts
+from tracer.join.nesting import runs_python
 from tracer.join.program import (
     BY_ATTRIBUTE,
     BY_LOCAL,
@@ -282,11 +283,28 @@ def is_test_code(relative: str) -> bool:
     )
 
 
+# A message logged or warned runs no tensor op (``logger.warning_once(...)``, ``warnings.warn(...)``;
+# a tensor formatted into it runs its ops in the argument, as any argument does): the logging
+# methods, called on a receiver named as code bases name their loggers.
+LOGGING_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
+    | {"info_once", "warning_once", "warning_advice", "debug_once"}
+)
+_LOGGER = re.compile(r"(?:.*\.)?(?:_*(?:[a-z]+_)?(?:logger|log|LOGGER|LOG)|logging|warnings)")
+
+
 def runs_no_op(point: CallPoint) -> bool:
-    """A call that runs no op: a type (``int(...)``, ``super()``) or a builtin of `NO_OP_BUILTINS`
-    (one the code base defines anew is called through its module, an attribute, or a local)."""
+    """A call that runs no op: a type (``int(...)``, ``super()``), a builtin of `NO_OP_BUILTINS`
+    (one the code base defines anew is called through its module, an attribute, or a local), a
+    message logged (`LOGGING_METHODS` of a logger, ``logging``, ``warnings``)."""
     return point.kind == CALL and (
-        point.callee == BY_TYPE or (point.callee == BY_NAME and point.name in NO_OP_BUILTINS)
+        point.callee == BY_TYPE
+        or (point.callee == BY_NAME and point.name in NO_OP_BUILTINS)
+        or (
+            point.callee == BY_ATTRIBUTE
+            and point.name in LOGGING_METHODS
+            and _LOGGER.fullmatch(point.receiver) is not None
+        )
     )
 
 
@@ -351,6 +369,16 @@ def _as_tokens(ops: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(OPERATOR_ALIASES.get(op, op) for op in ops))
 
 
+def autograd_function(name: str, receiver: str) -> str | None:
+    """The class of an autograd Function's ``apply`` call (``GeLUFunction.apply(x)``; by PEP 8, a
+    class's name is capitalized): the op it records is named after the class, and its ``forward``
+    runs inside that op (`tracer.join.nesting.runs_python`). None for any other call."""
+    if name != "apply":
+        return None
+    last = receiver.rpartition(".")[2]
+    return last if runs_python(last) else None
+
+
 @lru_cache(maxsize=1 << 16)
 def predicted_ops(point: CallPoint) -> tuple[str, ...]:
     """The top-level ops `point` runs by name (empty for calls that run a block of their own)."""
@@ -358,8 +386,8 @@ def predicted_ops(point: CallPoint) -> tuple[str, ...]:
     if kind == CALL:
         if runs_no_op(point):
             return ()
-        if point.name == "apply" and point.receiver.lstrip("_")[:1].isupper():
-            return (point.receiver,)  # ``GeLUFunction.apply(x)``: an autograd Function records its class
+        if (function := autograd_function(point.name, point.receiver)) is not None:
+            return (function,)
         if iterates_values(point):
             return ITERATING_BUILTINS[point.name]
         return call_ops(point.name)
@@ -444,6 +472,8 @@ STACKLESS = StacklessCosts()
 class OpWindows:
     """Each thread's top-level CPU ops in time order, and the window of names around any of them.
 
+    Inside an autograd Function's op, the ops its ``forward`` runs are top-level ops too
+    (`JoinState.top_ops`): they follow the Function's op, as its caller's ops follow each other.
     ``ids(rows)`` numbers the distinct windows, so that ops with equal windows (equal answers)
     share one context in the join.
     """
@@ -1539,7 +1569,8 @@ class StacklessRanker:
         # the calls of helpers not spliced in: (point, helper, the depth left for it)
         beyond: list[tuple[int, _Function, int]] = []
         pending: list[_Splice] = []  # helpers that may be spliced in
-        for u, v, p in program.consume:
+        wrapping: set[int] = set()  # calls whose op holds the helper's (an autograd Function's apply)
+        for edge, (u, v, p) in enumerate(program.consume):
             point = program.points[p]
             forced = (function.file.name, point.line, point.col, point.name) in opened
             if depth <= 0 and not forced:  # the depth is spent: a helper's call is a block of its ops
@@ -1610,7 +1641,14 @@ class StacklessRanker:
                 if inner is None:
                     beyond.append((p, callee, max(deeper, 0)))
                     continue
-                pending.append(_Splice(u, v, p, callee, inner, forced, callee in passed, max(deeper, 0)))
+                start = u
+                if point.kind == CALL and autograd_function(point.name, point.receiver) is not None:
+                    # the Function's op first, then its ``forward``'s ops, inside it (or none known)
+                    start, n = n, n + 1
+                    consume[edge] = (u, start, p)
+                    eps.append((start, v, 0.0))
+                    wrapping.add(p)
+                pending.append(_Splice(start, v, p, callee, inner, forced, callee in passed, max(deeper, 0)))
         # the helpers spliced in, smallest first, while the program stays under the cap: a larger
         # helper of a long function (``_sample``) is the one left a block, not those called after it
         for splice in sorted(pending, key=lambda s: len(s.expanded.program.points)):
@@ -1631,7 +1669,8 @@ class StacklessRanker:
             if splice.passed:
                 eps.append((sub.exit + state_shift, sub.entry + state_shift, 0.0))
             n += sub.n_states
-            inlined.add(splice.point)
+            if splice.point not in wrapping:  # (a Function's own op answers at its ``apply``)
+                inlined.add(splice.point)
             inlined.update(q + shift for q in inner.inlined)
         # a call of a helper not spliced in (past the depth, or too big) rewards the ops the helper
         # and its callees name: judged as a block of unknown ops, a caller saw less of the window
@@ -1725,7 +1764,11 @@ class StacklessRanker:
                 if function is not None:
                     found.append(function)
         elif receiver in (TYPED, ATTRIBUTE):
-            if via:
+            if (function_class := autograd_function(name, via)) is not None:
+                forward = self._class(function_class, caller.file)
+                if forward is not None and (method := self._method(forward[1], "forward", forward[0])):
+                    found.append(method)
+            elif via:
                 found.extend(self._typed(name, via, caller))
             if not found and receiver == ATTRIBUTE and name not in GENERIC_NAMES:
                 candidates = self._by_name.get(name, [])

@@ -3,7 +3,7 @@
 The sweeps (`tracer.join.attribute`) fill it once: each row's enclosing op or range, each frame's
 parent frame, the top-level CPU ops, the innermost frame around the rows asked about, and each
 thread's frames in start order. `CallOrder`, the context classes and `OriginBuilder` read it; the
-walks they share (up to the outermost op, to the nearest copy, to the user frame) live here.
+walks they share (up to the top-level op, to the nearest copy, to the user frame) live here.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ class JoinState:
     op_parents: array = field(init=False)  # innermost enclosing cpu_op / range / runtime call
     frame_parents: array = field(init=False)  # a Python frame's parent frame
     innermost_frame: array = field(init=False)  # the frame around a row (rows asked about only)
-    top_ops: set[int] = field(default_factory=set)  # CPU ops with no CPU op around them
+    # CPU ops with no CPU op around them, and those Python code runs inside a Python-run op (an
+    # autograd Function's ``forward``'s, `tracer.join.nesting.python_run_ops`): the calls of their frame
+    top_ops: set[int] = field(default_factory=set)
     # Python frames by start, per thread (pid, tid), or all threads laid end to end under (NONE, NONE).
     sorted_frames: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
     _user_above: dict[int, tuple[int, int]] = field(default_factory=dict)  # frame -> (U, C), see user_call
@@ -58,16 +60,14 @@ class JoinState:
             self._windows = OpWindows(self)
         return self._windows
 
-    def outermost_op(self, row: int) -> int:
-        """The outermost CPU op enclosing `row` (itself if it is a top-level op)."""
-        cats, parents = self.table.cat, self.op_parents
-        best = row if cats[row] == _CPU_OP else NONE
-        cur = parents[row]
-        while cur != NONE:
-            if cats[cur] == _CPU_OP:
-                best = cur
+    def top_op(self, row: int) -> int:
+        """The top-level op (`top_ops`) at or above `row`: its outermost CPU op, or, inside an
+        autograd Function's op, the op of the Function's ``forward`` that it is or runs in."""
+        parents, tops = self.op_parents, self.top_ops
+        cur = row
+        while cur != NONE and cur not in tops:
             cur = parents[cur]
-        return best
+        return cur
 
     def cast_op(self, row: int) -> int:
         """The nearest copying op (`COPY_OPS`) at or above `row`, or NONE."""
@@ -83,13 +83,13 @@ class JoinState:
         """(U, C): the innermost user frame around the anchor, and the call in U that led to it.
 
         C is U's child frame on the way down (a builtin such as ``.to``, a module call, a torch
-        function), or, when the op runs directly in U (``x[i] = v``), the outermost op itself.
+        function), or, when the op runs directly in U (``x[i] = v``), its top-level op (`top_op`).
         """
         names = self.table.name
         if frame == NONE:
             return NONE, NONE
         if is_user_frame(names[frame]):
-            return frame, self.outermost_op(anchor)
+            return frame, self.top_op(anchor)
         found = self._user_above.get(frame)
         if found is None:  # the walk up depends on the frame only: many anchors share it
             found = self._user_above[frame] = self._walk_to_user(frame)
