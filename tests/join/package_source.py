@@ -92,3 +92,20 @@ def explained_with_and_without_stacks(folder: Path, run: Callable[[], object], s
         profile.export_chrome_trace(str(trace))
         analyses.append(explain_trace(trace, source=[source]))
     return tuple(analyses)
+
+
+def explained_model(
+    folder: Path, files: Sequence[str], make_model: Callable, ids: tuple = (1, 8), **inputs
+) -> tuple:
+    """A tiny transformers model (`make_model()`, in eval mode, built after ``torch.manual_seed(0)``) run on
+    random token ids of shape `ids` (and `inputs`), explained with and without stacks
+    (`explained_with_and_without_stacks`) over a copy of the installed transformers' `files`
+    (`installed_copy`): (the source folder, the analysis with stacks, the one without)."""
+    import torch
+    import transformers
+
+    source = installed_copy(folder, transformers, files)
+    torch.manual_seed(0)
+    model = make_model().eval()
+    tokens = torch.randint(0, 128, ids)
+    return (source, *explained_with_and_without_stacks(folder, lambda: model(tokens, **inputs), source))

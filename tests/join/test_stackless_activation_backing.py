@@ -14,12 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.join.package_source import (
-    TRANSFORMERS_HELPERS,
-    explained_with_and_without_stacks,
-    installed_copy,
-    line_in_class,
-)
+from tests.join.package_source import TRANSFORMERS_HELPERS, explained_model, line_in_class
 
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
@@ -37,14 +32,8 @@ FILES = (
 def codegen(tmp_path_factory):
     from transformers import CodeGenConfig, CodeGenForCausalLM
 
-    folder = tmp_path_factory.mktemp("codegen")
-    source = installed_copy(folder, transformers, FILES)
-    torch.manual_seed(0)
     config = CodeGenConfig(n_layer=2, n_embd=64, n_head=4, rotary_dim=8, vocab_size=128, n_positions=64)
-    model = CodeGenForCausalLM(config).eval()
-    ids = torch.randint(0, 128, (1, 8))
-    truth, bare = explained_with_and_without_stacks(folder, lambda: model(ids), source)
-    return source, truth, bare
+    return explained_model(tmp_path_factory.mktemp("codegen"), FILES, lambda: CodeGenForCausalLM(config))
 
 
 def test_the_activation_is_backed_by_the_model_file_that_picks_it(codegen) -> None:

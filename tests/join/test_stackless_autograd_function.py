@@ -17,8 +17,9 @@ import pytest
 
 from tests.join.package_source import (
     TRANSFORMERS_HELPERS,
+    explained_model,
     explained_with_and_without_stacks,
-    installed_copy,
+    line_in,
     line_of,
 )
 from tracer.join.nesting import runs_python
@@ -139,26 +140,16 @@ BLOOM_FILES = (
 
 @pytest.fixture(scope="module")
 def bloom(tmp_path_factory):
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from transformers import BloomConfig, BloomForCausalLM
 
-    folder = tmp_path_factory.mktemp("bloom")
-    source = installed_copy(folder, transformers, BLOOM_FILES)
-    torch.manual_seed(0)
     config = BloomConfig(n_layer=2, hidden_size=64, n_head=4, vocab_size=128)
-    model = BloomForCausalLM(config).eval()
-    ids = torch.randint(0, 128, (1, 8))
-    truth, bare = explained_with_and_without_stacks(folder, lambda: model(ids), source)
-    return source, truth, bare
+    return explained_model(tmp_path_factory.mktemp("bloom"), BLOOM_FILES, lambda: BloomForCausalLM(config))
 
 
 def test_blooms_gelu_answers_in_the_function_that_ran_it(bloom) -> None:
     source, truth, bare = bloom
-    gelu = next(
-        n
-        for n, text in enumerate((source / "models/bloom/modeling_bloom.py").read_text().splitlines(), 1)
-        if "return x * 0.5 * (1.0 + torch.tanh(" in text
-    )
+    gelu = line_in(source, "models/bloom/modeling_bloom.py", "return x * 0.5 * (1.0 + torch.tanh(")
     inside = [f for f in truth.findings if f.origin.ops and f.origin.ops[0] == "GeLUFunction"]
     assert {f.origin.line for f in inside} == {gelu}  # the stacks' answer
     assert {f.kernel for f in inside} >= {"aten::mul", "aten::tanh"}

@@ -24,12 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.join.package_source import (
-    TRANSFORMERS_HELPERS,
-    explained_with_and_without_stacks,
-    installed_copy,
-    line_in_class,
-)
+from tests.join.package_source import TRANSFORMERS_HELPERS, explained_model, line_in_class
 from tracer.join.bindings import ACTIVATION, ALIAS, BUILT, TORCH_OP, Binding, bindings_of, default_parameters
 
 transformers = pytest.importorskip("transformers")
@@ -69,16 +64,16 @@ def test_a_parameter_default_binds_what_it_names() -> None:
 def falcon(tmp_path_factory):
     from transformers import FalconConfig, FalconForCausalLM
 
-    folder = tmp_path_factory.mktemp("falcon")
-    source = installed_copy(folder, transformers, FILES)
-    torch.manual_seed(0)
     config = FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=128)
-    model = FalconForCausalLM(config).eval()
-    ids = torch.randint(0, 128, (2, 8))
     mask = torch.ones(2, 8, dtype=torch.long)
     mask[0, :3] = 0  # left padding: the mask is made, not left to SDPA's is_causal
-    truth, bare = explained_with_and_without_stacks(folder, lambda: model(ids, attention_mask=mask), source)
-    return source, truth, bare
+    return explained_model(
+        tmp_path_factory.mktemp("falcon"),
+        FILES,
+        lambda: FalconForCausalLM(config),
+        ids=(2, 8),
+        attention_mask=mask,
+    )
 
 
 def _ops_at(result, line: int, file: str = "/modeling_falcon.py") -> set[str]:
