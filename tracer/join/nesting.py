@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # (``aten::mul``); its C++ ranges are not identifiers (``Torch-Compiled Region: 0/0``), and the
 # backward nodes (``MulBackward0``) and torch.compile's ``CompiledFunction`` run no Python of the source.
 _CLASS_OP = re.compile(r"_*[A-Z][A-Za-z0-9_]*")
-_NOT_PYTHON_RUN = re.compile(r".*Backward\d*|CompiledFunction|CompiledFunctionBackward")
+_NOT_PYTHON_RUN = re.compile(r".*Backward\d*|CompiledFunction")
 # Rounding ts and dur to ns separately can leave a child 1-2 ns past its parent's end.
 TOLERANCE_NS = 2
 _DUR_BITS = 42  # durations below 2**42 ns (73 minutes) sort under their start time in one int key
